@@ -1,6 +1,44 @@
+// ringlm: the command-line entry point. Errors reach the user as one line, exit code 1.
 #include <cstdio>
+#include <cstring>
+#include <exception>
 
-int main() {
-  std::puts("ringlm");
-  return 0;
+#include "cli/commands.h"
+#include "core/error.h"
+
+namespace {
+
+void usage() {
+  std::fputs(
+      "usage: ringlm <command> [flags]\n"
+      "  generate --model DIR --prompt-tokens 1,2,3 [--max-tokens N]   greedy generation\n"
+      "  inspect DIR [--json]                                          describe a checkpoint\n"
+      "  bench --model DIR [--prompt-len N] [--gen N] [--batch N]       prefill/decode speed\n"
+      "  random-model --preset NAME --out DIR [--dtype bf16]           random-weight checkpoint\n"
+      "common flags: --threads N (default: all cores)\n",
+      stderr);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2 || std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0) {
+    usage();
+    return argc < 2 ? 2 : 0;
+  }
+  const char* command = argv[1];
+  try {
+    if (std::strcmp(command, "generate") == 0) return ringlm::cli::run_generate(argc - 2, argv + 2);
+    if (std::strcmp(command, "inspect") == 0) return ringlm::cli::run_inspect(argc - 2, argv + 2);
+    if (std::strcmp(command, "bench") == 0) return ringlm::cli::run_bench(argc - 2, argv + 2);
+    if (std::strcmp(command, "random-model") == 0) {
+      return ringlm::cli::run_random_model(argc - 2, argv + 2);
+    }
+    std::fprintf(stderr, "ringlm: unknown command '%s'\n", command);
+    usage();
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "ringlm %s: error: %s\n", command, e.what());
+    return 1;
+  }
 }

@@ -1,0 +1,43 @@
+#include "cli/common.h"
+
+#include "core/thread_pool.h"
+
+namespace ringlm::cli {
+
+void apply_threads(const Args& args) {
+  const int64_t threads = args.integer("threads", 0);
+  RINGLM_USER_CHECK(threads >= 0 && threads <= 1024, "--threads must be between 0 and 1024");
+  if (threads > 0) ThreadPool::set_global_threads(static_cast<int>(threads));
+}
+
+engine::RunnerConfig runner_config(const Args& args) {
+  engine::RunnerConfig config;
+  const int64_t mib = args.integer("kv-memory", static_cast<int64_t>(config.kv_memory_bytes >> 20));
+  RINGLM_USER_CHECK(mib >= 1, "--kv-memory must be at least 1 (MiB)");
+  config.kv_memory_bytes = static_cast<size_t>(mib) << 20;
+  config.max_step_tokens = args.integer("max-step-tokens", config.max_step_tokens);
+  RINGLM_USER_CHECK(config.max_step_tokens >= 1, "--max-step-tokens must be at least 1");
+  return config;
+}
+
+std::vector<std::vector<int32_t>> parse_prompts(const std::string& text, int64_t vocab_size) {
+  std::vector<std::vector<int32_t>> prompts;
+  size_t start = 0;
+  while (start <= text.size()) {
+    const size_t semi = text.find(';', start);
+    const std::string part = text.substr(start, semi == std::string::npos ? std::string::npos : semi - start);
+    std::string flag = "--prompt-tokens=" + part;
+    char* argv[] = {flag.data()};
+    Args one(1, argv, {"prompt-tokens"});
+    std::vector<int32_t> ids = one.int_list("prompt-tokens");
+    for (int32_t id : ids) {
+      RINGLM_USER_CHECK(id < vocab_size, "token id ", id, " is out of range (vocab_size ", vocab_size, ")");
+    }
+    prompts.push_back(std::move(ids));
+    if (semi == std::string::npos) break;
+    start = semi + 1;
+  }
+  return prompts;
+}
+
+}  // namespace ringlm::cli

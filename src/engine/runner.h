@@ -1,0 +1,63 @@
+// Runner: owns the per-step resources of one model (KV cache, activation arena, logits buffer) and
+// runs steps of many rows. generate_greedy drives one or more prompts to completion through it,
+// with chunked prefill and rows that join as soon as there is room and leave when they finish.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "core/arena.h"
+#include "kv/paged_kv_cache.h"
+#include "kv/step_plan.h"
+#include "models/model.h"
+
+namespace ringlm::engine {
+
+struct RunnerConfig {
+  size_t kv_memory_bytes = size_t{512} << 20;
+  int block_tokens = 16;
+  int64_t max_step_tokens = 512;  // prefill chunk budget per step (all rows together)
+};
+
+class Runner {
+ public:
+  Runner(models::Model& model, const RunnerConfig& config);
+
+  models::Model& model() { return model_; }
+  kv::PagedKvCache& cache() { return *cache_; }
+  const RunnerConfig& config() const { return config_; }
+
+  // Runs one planned step (KV room must be reserved); returns the wanted logits,
+  // F32[plan.logit_tokens().size(), vocab], valid until the next step.
+  Tensor step(const kv::StepPlan& plan);
+
+ private:
+  models::Model& model_;
+  RunnerConfig config_;
+  std::unique_ptr<kv::PagedKvCache> cache_;
+  std::unique_ptr<Arena> arena_;
+  std::vector<float> logits_;
+};
+
+struct GreedyOptions {
+  int64_t max_new_tokens = 32;
+  std::vector<int32_t> stop_token_ids;  // generation ends after emitting one of these
+  int max_rows = 16;                    // rows decoding at once
+};
+
+struct GreedyResult {
+  std::vector<std::vector<int32_t>> tokens;  // per prompt, the generated ids
+  int64_t prompt_tokens = 0;
+  int64_t generated_tokens = 0;
+  double prefill_seconds = 0;  // steps that contained prompt tokens
+  double decode_seconds = 0;   // steps of decode tokens only
+  int64_t steps = 0;
+};
+
+// Greedy decoding of every prompt. Rows join while KV and row slots allow, prefill in chunks of
+// at most config.max_step_tokens tokens per step (mixed with decode rows), and leave when done.
+GreedyResult generate_greedy(Runner& runner, const std::vector<std::vector<int32_t>>& prompts,
+                             const GreedyOptions& options);
+
+}  // namespace ringlm::engine

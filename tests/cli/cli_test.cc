@@ -1,0 +1,128 @@
+// The ringlm binary end to end: generate equals the transformers greedy golden, inspect reads only
+// headers, and bad input gives one clear error line and exit code 1.
+#include <fcntl.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "models/golden_util.h"
+
+namespace ringlm {
+namespace {
+
+struct Outcome {
+  int exit_code = -1;
+  std::string output;  // stdout and stderr together
+};
+
+Outcome run(const std::string& args) {
+  const std::string command = std::string(RINGLM_BINARY) + " " + args + " 2>&1";
+  FILE* pipe = popen(command.c_str(), "r");
+  Outcome out;
+  if (pipe == nullptr) return out;
+  std::array<char, 4096> buf{};
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) out.output.append(buf.data(), n);
+  const int status = pclose(pipe);
+  out.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return out;
+}
+
+std::string join(const std::vector<int32_t>& ids) {
+  std::string s;
+  for (size_t i = 0; i < ids.size(); ++i) s += (i ? "," : "") + std::to_string(ids[i]);
+  return s;
+}
+
+std::filesystem::path temp_dir(const std::string& name) {
+  auto dir = std::filesystem::temp_directory_path() / ("ringlm_cli_" + name + "_" + std::to_string(getpid()));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  return dir;
+}
+
+TEST(Cli, GenerateGivesTheGoldenGreedyTokens) {
+  for (const std::string name : {"llama3", "qwen2"}) {
+    const auto golden = testing::load_golden(name);
+    const Outcome out = run("generate --model " + testing::fixture_model_dir(name) + " --prompt-tokens " +
+                            join(golden.prompt) + " --max-tokens " + std::to_string(golden.greedy.size()));
+    ASSERT_EQ(out.exit_code, 0) << out.output;
+    EXPECT_EQ(out.output.substr(0, out.output.find('\n')), join(golden.greedy)) << out.output;
+  }
+}
+
+TEST(Cli, InspectDescribesTheCheckpoint) {
+  const Outcome out = run("inspect " + testing::fixture_model_dir("qwen3") + " --json");
+  ASSERT_EQ(out.exit_code, 0) << out.output;
+  EXPECT_NE(out.output.find("\"model_type\": \"qwen3\""), std::string::npos) << out.output;
+  EXPECT_NE(out.output.find("\"parameters\": 230208"), std::string::npos) << out.output;
+  EXPECT_NE(out.output.find("\"supported\": true"), std::string::npos) << out.output;
+}
+
+// A 64 GiB checkpoint whose data is a hole: inspect must answer from the header alone.
+TEST(Cli, InspectIsLazyOnACheckpointLargerThanMemory) {
+  const auto dir = temp_dir("sparse");
+  std::ofstream(dir / "config.json") << R"({"model_type": "llama", "hidden_size": 65536,
+    "intermediate_size": 8, "num_hidden_layers": 1, "num_attention_heads": 1, "vocab_size": 262144})";
+  const uint64_t rows = 262144, cols = 65536, bytes = rows * cols * 4;  // 64 GiB of F32
+  std::string header = R"({"model.embed_tokens.weight":{"dtype":"F32","shape":[262144,65536],"data_offsets":[0,)" +
+                       std::to_string(bytes) + "]}}";
+  while (header.size() % 8 != 0) header += ' ';
+  const auto path = dir / "model.safetensors";
+  {
+    std::ofstream f(path, std::ios::binary);
+    const uint64_t n = header.size();
+    f.write(reinterpret_cast<const char*>(&n), 8);
+    f.write(header.data(), static_cast<std::streamsize>(header.size()));
+  }
+  ASSERT_EQ(truncate(path.c_str(), static_cast<off_t>(8 + header.size() + bytes)), 0);
+  const Outcome out = run("inspect " + dir.string() + " --json");
+  ASSERT_EQ(out.exit_code, 0) << out.output;
+  EXPECT_NE(out.output.find("\"bytes\": " + std::to_string(bytes)), std::string::npos) << out.output;
+  rusage usage{};
+  getrusage(RUSAGE_CHILDREN, &usage);
+  EXPECT_LT(usage.ru_maxrss, 256 * 1024) << "children's peak RSS in KiB";  // far below 64 GiB
+  std::filesystem::remove_all(dir);
+}
+
+TEST(Cli, UnknownModelTypeListsTheSupportedOnes) {
+  const auto dir = temp_dir("unknown");
+  std::filesystem::copy(testing::fixture_model_dir("llama3"), dir, std::filesystem::copy_options::recursive);
+  std::ofstream(dir / "config.json") << R"({"model_type": "frobnicator", "hidden_size": 8,
+    "num_hidden_layers": 1, "num_attention_heads": 1, "vocab_size": 8})";
+  const Outcome out = run("generate --model " + dir.string() + " --prompt-tokens 1,2");
+  EXPECT_EQ(out.exit_code, 1);
+  EXPECT_NE(out.output.find("unsupported model_type 'frobnicator'"), std::string::npos) << out.output;
+  EXPECT_NE(out.output.find("llama, mistral, qwen2, qwen3"), std::string::npos) << out.output;
+  std::filesystem::remove_all(dir);
+}
+
+TEST(Cli, BadInputGivesAClearError) {
+  const std::string model = testing::fixture_model_dir("llama3");
+  struct Case {
+    std::string args, expect;
+  };
+  const std::vector<Case> cases = {
+      {"generate --model /nonexistent/dir --prompt-tokens 1", "/nonexistent/dir"},
+      {"generate --model " + model + " --prompt-tokens 1,x", "'x' is not a token id"},
+      {"generate --model " + model + " --prompt-tokens 99999", "out of range"},
+      {"generate --model " + model + " --prompt-tokens 1 --max-tokens 0", "max_new_tokens"},
+      {"generate --model " + model + " --bogus 1", "unknown flag --bogus"},
+      {"generate --model " + model, "missing required flag --prompt-tokens"},
+      {"frobnicate", "unknown command"},
+  };
+  for (const auto& c : cases) {
+    const Outcome out = run(c.args);
+    EXPECT_NE(out.exit_code, 0) << c.args;
+    EXPECT_NE(out.output.find(c.expect), std::string::npos) << c.args << "\n" << out.output;
+  }
+}
+
+}  // namespace
+}  // namespace ringlm

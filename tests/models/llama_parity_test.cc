@@ -1,0 +1,134 @@
+// Llama-family models against transformers goldens (logits at every prompt position, greedy
+// continuation), and the step machinery against itself (chunked, batched = serial, bit-exact).
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "engine/runner.h"
+#include "models/golden_util.h"
+#include "models/model.h"
+
+namespace ringlm {
+namespace {
+
+using testing::Golden;
+
+class LlamaParity : public ::testing::TestWithParam<std::string> {};
+
+// Runs the prompt as rows of `chunk`-token prefill steps, optionally beside a second row, and
+// returns the logits of every prompt position of the first row.
+std::vector<float> prompt_logits(models::Model& model, const std::vector<int32_t>& prompt, int64_t chunk,
+                                 const std::vector<int32_t>* neighbour) {
+  engine::RunnerConfig rc;
+  rc.kv_memory_bytes = size_t{64} << 20;
+  rc.block_tokens = 16;
+  rc.max_step_tokens = 2 * static_cast<int64_t>(prompt.size()) + 8;
+  engine::Runner runner(model, rc);
+  auto& cache = runner.cache();
+  const auto seq = cache.add_sequence();
+  EXPECT_TRUE(cache.reserve(seq, static_cast<int64_t>(prompt.size())));
+  kv::SequenceId other = 0;
+  if (neighbour != nullptr) {
+    other = cache.add_sequence();
+    EXPECT_TRUE(cache.reserve(other, static_cast<int64_t>(neighbour->size())));
+  }
+  std::vector<float> out;
+  for (size_t start = 0; start < prompt.size(); start += static_cast<size_t>(chunk)) {
+    const size_t end = std::min(prompt.size(), start + static_cast<size_t>(chunk));
+    std::vector<kv::RowRequest> rows;
+    if (neighbour != nullptr && start < neighbour->size()) {
+      // The neighbour runs a different chunking so rows' token ranges never line up.
+      const size_t n_end = std::min(neighbour->size(), start + static_cast<size_t>(chunk));
+      rows.push_back({other, {neighbour->begin() + static_cast<int64_t>(start),
+                              neighbour->begin() + static_cast<int64_t>(n_end)},
+                      static_cast<int64_t>(start), true, true});
+    }
+    rows.push_back({seq, {prompt.begin() + static_cast<int64_t>(start), prompt.begin() + static_cast<int64_t>(end)},
+                    static_cast<int64_t>(start), true, true});
+    kv::StepPlan plan(rows, cache);
+    Tensor logits = runner.step(plan);
+    const int mine = static_cast<int>(rows.size()) - 1;
+    const float* first = logits.row<float>(plan.logits_begin(mine));
+    out.insert(out.end(), first, first + plan.logits_count(mine) * model.vocab_size());
+  }
+  cache.release(seq);
+  if (other != 0) cache.release(other);
+  EXPECT_EQ(cache.used_blocks(), 0);
+  return out;
+}
+
+TEST_P(LlamaParity, LogitsMatchTransformersAtEveryPosition) {
+  const Golden golden = testing::load_golden(GetParam());
+  auto model = models::load_model(testing::fixture_model_dir(GetParam()));
+  ASSERT_EQ(model->vocab_size(), golden.vocab);
+  const auto logits = prompt_logits(*model, golden.prompt, static_cast<int64_t>(golden.prompt.size()), nullptr);
+  ASSERT_EQ(logits.size(), golden.logits.size());
+  const auto positions = golden.prompt.size();
+  for (size_t p = 0; p < positions; ++p) {
+    float max_abs = 0, max_diff = 0;
+    for (int64_t v = 0; v < golden.vocab; ++v) {
+      const size_t i = p * static_cast<size_t>(golden.vocab) + static_cast<size_t>(v);
+      max_abs = std::max(max_abs, std::fabs(golden.logits[i]));
+      max_diff = std::max(max_diff, std::fabs(golden.logits[i] - logits[i]));
+    }
+    ASSERT_LE(max_diff, 1e-4f * max_abs) << GetParam() << " position " << p;
+  }
+}
+
+TEST_P(LlamaParity, GreedyContinuationMatchesTransformers) {
+  const Golden golden = testing::load_golden(GetParam());
+  auto model = models::load_model(testing::fixture_model_dir(GetParam()));
+  engine::RunnerConfig rc;
+  rc.kv_memory_bytes = size_t{64} << 20;
+  rc.max_step_tokens = 32;  // forces a chunked prefill
+  engine::Runner runner(*model, rc);
+  engine::GreedyOptions options;
+  options.max_new_tokens = static_cast<int64_t>(golden.greedy.size());
+  const auto result = engine::generate_greedy(runner, {golden.prompt}, options);
+  EXPECT_EQ(result.tokens.at(0), golden.greedy);
+  EXPECT_EQ(runner.cache().used_blocks(), 0);
+}
+
+TEST_P(LlamaParity, ChunkedAndBatchedPrefillEqualsSerialBitExactly) {
+  const Golden golden = testing::load_golden(GetParam());
+  auto model = models::load_model(testing::fixture_model_dir(GetParam()));
+  const auto whole = prompt_logits(*model, golden.prompt, static_cast<int64_t>(golden.prompt.size()), nullptr);
+  std::vector<int32_t> neighbour(golden.prompt.rbegin(), golden.prompt.rend());
+  neighbour.resize(neighbour.size() / 2 + 3);
+  for (int64_t chunk : {1, 7, 16, 33}) {
+    const auto chunked = prompt_logits(*model, golden.prompt, chunk, &neighbour);
+    ASSERT_EQ(chunked.size(), whole.size());
+    for (size_t i = 0; i < whole.size(); ++i) {
+      ASSERT_EQ(chunked[i], whole[i]) << GetParam() << " chunk " << chunk << " index " << i;
+    }
+  }
+}
+
+TEST_P(LlamaParity, ManyPromptsBatchedGiveEachItsSerialTokens) {
+  const Golden golden = testing::load_golden(GetParam());
+  auto model = models::load_model(testing::fixture_model_dir(GetParam()));
+  std::vector<std::vector<int32_t>> prompts;
+  for (size_t n : {golden.prompt.size(), size_t{5}, size_t{23}, size_t{1}}) {
+    prompts.emplace_back(golden.prompt.begin(), golden.prompt.begin() + static_cast<int64_t>(n));
+  }
+  engine::RunnerConfig rc;
+  rc.kv_memory_bytes = size_t{64} << 20;
+  rc.max_step_tokens = 24;
+  engine::GreedyOptions options;
+  options.max_new_tokens = 12;
+  options.max_rows = 3;  // the fourth prompt joins when the first row leaves
+  engine::Runner batched_runner(*model, rc);
+  const auto batched = engine::generate_greedy(batched_runner, prompts, options);
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    engine::Runner alone_runner(*model, rc);
+    const auto alone = engine::generate_greedy(alone_runner, {prompts[i]}, options);
+    EXPECT_EQ(batched.tokens[i], alone.tokens[0]) << "prompt " << i;
+  }
+  EXPECT_EQ(std::vector<int32_t>(golden.greedy.begin(), golden.greedy.begin() + 12), batched.tokens[0]);
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, LlamaParity, ::testing::ValuesIn(testing::llama_family_fixtures()),
+                         [](const auto& info) { return info.param; });
+
+}  // namespace
+}  // namespace ringlm
