@@ -35,8 +35,13 @@ inline Golden load_golden(const std::string& name) {
 }
 
 inline const std::vector<std::string>& llama_family_fixtures() {
-  static const std::vector<std::string> names = {"llama3", "llama_yarn", "llama_linear",
-                                                 "mistral", "qwen2",      "qwen3"};
+  static const std::vector<std::string> names = {"llama3", "llama_yarn", "llama_linear", "mistral",
+                                                 "mistral_sw", "qwen2", "qwen3"};
+  return names;
+}
+
+inline const std::vector<std::string>& gemma_family_fixtures() {
+  static const std::vector<std::string> names = {"gemma2", "gemma3"};
   return names;
 }
 

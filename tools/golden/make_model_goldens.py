@@ -13,6 +13,7 @@ Requires torch and transformers (5.x); deterministic (fixed seeds, CPU).
 import argparse
 import json
 import os
+import zlib
 
 import torch
 import transformers
@@ -55,6 +56,26 @@ SPECS = {
         hidden_size=64, intermediate_size=128, num_hidden_layers=3, num_attention_heads=4,
         num_key_value_heads=2, tie_word_embeddings=True, use_sliding_window=False,
         max_position_embeddings=1024, rope_parameters=rope(1000000.0))),
+    # Sliding-window families: prompts (80) are 5x the window (16); 64-token continuations.
+    "mistral_sw": ("MistralConfig", dict(
+        hidden_size=64, intermediate_size=128, num_hidden_layers=3, num_attention_heads=4,
+        num_key_value_heads=2, head_dim=16, tie_word_embeddings=False, sliding_window=16,
+        max_position_embeddings=1024, rope_parameters=rope(10000.0)), 64),
+    "gemma2": ("Gemma2Config", dict(
+        hidden_size=64, intermediate_size=128, num_hidden_layers=4, num_attention_heads=4,
+        num_key_value_heads=2, head_dim=16, query_pre_attn_scalar=24, sliding_window=16,
+        attn_logit_softcapping=50.0, final_logit_softcapping=30.0, tie_word_embeddings=False,
+        hidden_activation="gelu_pytorch_tanh", max_position_embeddings=1024,
+        rope_parameters=rope(10000.0)), 64),
+    "gemma3": ("Gemma3TextConfig", dict(
+        hidden_size=64, intermediate_size=128, num_hidden_layers=6, num_attention_heads=4,
+        num_key_value_heads=2, head_dim=32, query_pre_attn_scalar=32, sliding_window=16,
+        tie_word_embeddings=False,  # a tied random head keeps predicting the input token
+        layer_types=["sliding_attention", "sliding_attention", "full_attention",
+                     "sliding_attention", "sliding_attention", "full_attention"],
+        hidden_activation="gelu_pytorch_tanh", max_position_embeddings=1024,
+        rope_parameters={"full_attention": rope(1000000.0, rope_type="linear", factor=8.0),
+                         "sliding_attention": rope(10000.0)}), 64),
     "qwen3": ("Qwen3Config", dict(
         hidden_size=64, intermediate_size=128, num_hidden_layers=4, num_attention_heads=4,
         num_key_value_heads=2, head_dim=32, tie_word_embeddings=True, use_sliding_window=False,
@@ -63,6 +84,7 @@ SPECS = {
 
 
 def build_config(class_name, kwargs):
+    kwargs = dict(kwargs)
     cls = getattr(transformers, class_name)
     common = dict(vocab_size=VOCAB, rms_norm_eps=1e-5, initializer_range=0.08,
                   bos_token_id=1, eos_token_id=2, pad_token_id=None)
@@ -79,13 +101,18 @@ def build_config(class_name, kwargs):
     return cfg
 
 
-def randomize(model, seed):
-    """Random weights everywhere, norms included (ones would hide weight-loading bugs)."""
+def randomize(model, seed, gemma=False):
+    """Random weights everywhere, norms included (ones would hide weight-loading bugs).
+    Gemma norms scale by (1 + w), so theirs are centred on 0."""
     gen = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for name, p in model.named_parameters():
             if name.endswith("norm.weight") or "layernorm" in name:
-                p.copy_(1.0 + 0.2 * torch.randn(p.shape, generator=gen))
+                p.copy_((0.0 if gemma else 1.0) + 0.2 * torch.randn(p.shape, generator=gen))
+            elif gemma and "embed_tokens" in name:
+                # Gemma multiplies embeddings by sqrt(hidden): a smaller spread keeps the tied LM
+                # head from predicting the input token again and again.
+                p.copy_(torch.randn(p.shape, generator=gen) * (0.4 / p.shape[-1] ** 0.5))
             elif name.endswith("bias"):
                 p.copy_(0.1 * torch.randn(p.shape, generator=gen))
             else:
@@ -99,36 +126,39 @@ def main():
     ap.add_argument("--only", nargs="*")
     args = ap.parse_args()
     torch.manual_seed(0)
-    for index, (name, (cls, kwargs)) in enumerate(SPECS.items()):
+    for name, spec in SPECS.items():
         if args.only and name not in args.only:
             continue
+        cls, kwargs = spec[0], spec[1]
+        greedy_len = spec[2] if len(spec) > 2 else GREEDY
         cfg = build_config(cls, kwargs)
         model = transformers.AutoModelForCausalLM.from_config(cfg).float().eval()
-        randomize(model, 1000 + index)
+        randomize(model, zlib.crc32(name.encode()), gemma=cfg.model_type.startswith("gemma"))
         model_dir = os.path.join(args.out, "models", name)
         model.save_pretrained(model_dir, safe_serialization=True)
-        gen = torch.Generator().manual_seed(2000 + index)
+        gen = torch.Generator().manual_seed(zlib.crc32(name.encode()) + 1)
         prompt = torch.randint(3, VOCAB, (PROMPT,), generator=gen)
         with torch.no_grad():
             logits = model(prompt[None]).logits[0].float()
             ids = prompt.clone()
             greedy = []
             greedy_gap = float("inf")
-            for _ in range(GREEDY):
+            for _ in range(greedy_len):
                 last = model(ids[None]).logits[0, -1]
                 nxt = int(last.argmax())
                 top = last.topk(2).values
                 greedy_gap = min(greedy_gap, float(top[0] - top[1]))
                 greedy.append(nxt)
                 ids = torch.cat([ids, torch.tensor([nxt])])
-        rotary = model.model.rotary_emb
         tensors = {
             "prompt_ids": prompt.to(torch.int32).contiguous(),
             "logits": logits.contiguous(),
             "greedy_ids": torch.tensor(greedy, dtype=torch.int32),
-            "inv_freq": rotary.inv_freq.float().contiguous(),
-            "attention_scaling": torch.tensor([float(rotary.attention_scaling)]),
         }
+        # The rotary tables transformers used (one per layer type for gemma3), for debugging.
+        for bname, buf in model.model.rotary_emb.named_buffers():
+            if "inv_freq" in bname and "original" not in bname:
+                tensors[bname.replace(".", "_")] = buf.float().contiguous()
         os.makedirs(os.path.join(args.out, "goldens"), exist_ok=True)
         save_file(tensors, os.path.join(args.out, "goldens", name + ".safetensors"),
                   metadata={"transformers": transformers.__version__, "torch": torch.__version__})
