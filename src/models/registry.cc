@@ -3,6 +3,7 @@
 #include <map>
 #include <sstream>
 
+#include "models/gemma.h"
 #include "models/llama.h"
 #include "models/model.h"
 
@@ -13,7 +14,8 @@ using Factory = std::function<std::unique_ptr<Model>(io::ModelConfig, std::uniqu
 
 const std::map<std::string, Factory>& registry() {
   static const std::map<std::string, Factory> families = {
-      {"llama", make_llama}, {"mistral", make_llama}, {"qwen2", make_llama}, {"qwen3", make_llama}};
+      {"llama", make_llama},  {"mistral", make_llama},     {"qwen2", make_llama},
+      {"qwen3", make_llama},  {"gemma2", make_gemma},      {"gemma3_text", make_gemma}};
   return families;
 }
 }  // namespace

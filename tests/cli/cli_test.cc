@@ -99,7 +99,7 @@ TEST(Cli, UnknownModelTypeListsTheSupportedOnes) {
   const Outcome out = run("generate --model " + dir.string() + " --prompt-tokens 1,2");
   EXPECT_EQ(out.exit_code, 1);
   EXPECT_NE(out.output.find("unsupported model_type 'frobnicator'"), std::string::npos) << out.output;
-  EXPECT_NE(out.output.find("llama, mistral, qwen2, qwen3"), std::string::npos) << out.output;
+  EXPECT_NE(out.output.find("gemma2, gemma3_text, llama, mistral, qwen2, qwen3"), std::string::npos) << out.output;
   std::filesystem::remove_all(dir);
 }
 

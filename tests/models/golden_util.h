@@ -34,14 +34,10 @@ inline Golden load_golden(const std::string& name) {
   return g;
 }
 
-inline const std::vector<std::string>& llama_family_fixtures() {
+// Every fixture checkpoint under tests/fixtures/models (see its README).
+inline const std::vector<std::string>& all_fixtures() {
   static const std::vector<std::string> names = {"llama3", "llama_yarn", "llama_linear", "mistral",
-                                                 "mistral_sw", "qwen2", "qwen3"};
-  return names;
-}
-
-inline const std::vector<std::string>& gemma_family_fixtures() {
-  static const std::vector<std::string> names = {"gemma2", "gemma3"};
+                                                 "mistral_sw", "qwen2", "qwen3", "gemma2", "gemma3"};
   return names;
 }
 

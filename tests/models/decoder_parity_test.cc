@@ -1,4 +1,4 @@
-// Llama-family models against transformers goldens (logits at every prompt position, greedy
+// Every fixture architecture (Llama and Gemma families) against transformers goldens (logits at every prompt position, greedy
 // continuation), and the step machinery against itself (chunked, batched = serial, bit-exact).
 #include <gtest/gtest.h>
 
@@ -13,7 +13,7 @@ namespace {
 
 using testing::Golden;
 
-class LlamaParity : public ::testing::TestWithParam<std::string> {};
+class DecoderParity : public ::testing::TestWithParam<std::string> {};
 
 // Runs the prompt as rows of `chunk`-token prefill steps, optionally beside a second row, and
 // returns the logits of every prompt position of the first row.
@@ -57,7 +57,7 @@ std::vector<float> prompt_logits(models::Model& model, const std::vector<int32_t
   return out;
 }
 
-TEST_P(LlamaParity, LogitsMatchTransformersAtEveryPosition) {
+TEST_P(DecoderParity, LogitsMatchTransformersAtEveryPosition) {
   const Golden golden = testing::load_golden(GetParam());
   auto model = models::load_model(testing::fixture_model_dir(GetParam()));
   ASSERT_EQ(model->vocab_size(), golden.vocab);
@@ -75,7 +75,7 @@ TEST_P(LlamaParity, LogitsMatchTransformersAtEveryPosition) {
   }
 }
 
-TEST_P(LlamaParity, GreedyContinuationMatchesTransformers) {
+TEST_P(DecoderParity, GreedyContinuationMatchesTransformers) {
   const Golden golden = testing::load_golden(GetParam());
   auto model = models::load_model(testing::fixture_model_dir(GetParam()));
   engine::RunnerConfig rc;
@@ -89,7 +89,7 @@ TEST_P(LlamaParity, GreedyContinuationMatchesTransformers) {
   EXPECT_EQ(runner.cache().used_blocks(), 0);
 }
 
-TEST_P(LlamaParity, ChunkedAndBatchedPrefillEqualsSerialBitExactly) {
+TEST_P(DecoderParity, ChunkedAndBatchedPrefillEqualsSerialBitExactly) {
   const Golden golden = testing::load_golden(GetParam());
   auto model = models::load_model(testing::fixture_model_dir(GetParam()));
   const auto whole = prompt_logits(*model, golden.prompt, static_cast<int64_t>(golden.prompt.size()), nullptr);
@@ -104,7 +104,7 @@ TEST_P(LlamaParity, ChunkedAndBatchedPrefillEqualsSerialBitExactly) {
   }
 }
 
-TEST_P(LlamaParity, ManyPromptsBatchedGiveEachItsSerialTokens) {
+TEST_P(DecoderParity, ManyPromptsBatchedGiveEachItsSerialTokens) {
   const Golden golden = testing::load_golden(GetParam());
   auto model = models::load_model(testing::fixture_model_dir(GetParam()));
   std::vector<std::vector<int32_t>> prompts;
@@ -127,7 +127,7 @@ TEST_P(LlamaParity, ManyPromptsBatchedGiveEachItsSerialTokens) {
   EXPECT_EQ(std::vector<int32_t>(golden.greedy.begin(), golden.greedy.begin() + 12), batched.tokens[0]);
 }
 
-INSTANTIATE_TEST_SUITE_P(Fixtures, LlamaParity, ::testing::ValuesIn(testing::llama_family_fixtures()),
+INSTANTIATE_TEST_SUITE_P(Fixtures, DecoderParity, ::testing::ValuesIn(testing::all_fixtures()),
                          [](const auto& info) { return info.param; });
 
 }  // namespace

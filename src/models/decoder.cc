@@ -1,0 +1,127 @@
+#include "models/decoder.h"
+
+#include <algorithm>
+
+namespace ringlm::models {
+
+Tensor WeightLoader::required(const std::string& name, std::initializer_list<int64_t> dims) const {
+  Tensor t = store_.get(name);
+  check_shape(t, dims, (store_.dir() + ": " + name).c_str());
+  return t;
+}
+
+Tensor WeightLoader::optional(const std::string& name, std::initializer_list<int64_t> dims) const {
+  return store_.has(name) ? required(name, dims) : Tensor();
+}
+
+AttentionWeights load_attention(const WeightLoader& loader, const std::string& prefix,
+                                const DecoderDims& d) {
+  const std::string p = prefix + "self_attn.";
+  const int64_t q_out = d.heads * d.head_dim, kv_out = d.kv_heads * d.head_dim;
+  AttentionWeights w;
+  w.q = loader.required(p + "q_proj.weight", {q_out, d.hidden});
+  w.k = loader.required(p + "k_proj.weight", {kv_out, d.hidden});
+  w.v = loader.required(p + "v_proj.weight", {kv_out, d.hidden});
+  w.o = loader.required(p + "o_proj.weight", {d.hidden, q_out});
+  w.q_bias = loader.optional(p + "q_proj.bias", {q_out});
+  w.k_bias = loader.optional(p + "k_proj.bias", {kv_out});
+  w.v_bias = loader.optional(p + "v_proj.bias", {kv_out});
+  w.o_bias = loader.optional(p + "o_proj.bias", {d.hidden});
+  w.q_norm = loader.optional(p + "q_norm.weight", {d.head_dim});
+  w.k_norm = loader.optional(p + "k_norm.weight", {d.head_dim});
+  RINGLM_USER_CHECK(w.q_norm.empty() == w.k_norm.empty(), loader.dir(), ": ", prefix,
+                    " has only one of q_norm / k_norm");
+  return w;
+}
+
+MlpWeights load_mlp(const WeightLoader& loader, const std::string& prefix, const DecoderDims& d) {
+  const std::string p = prefix + "mlp.";
+  MlpWeights w;
+  w.gate = loader.required(p + "gate_proj.weight", {d.intermediate, d.hidden});
+  w.up = loader.required(p + "up_proj.weight", {d.intermediate, d.hidden});
+  w.down = loader.required(p + "down_proj.weight", {d.hidden, d.intermediate});
+  w.gate_bias = loader.optional(p + "gate_proj.bias", {d.intermediate});
+  w.up_bias = loader.optional(p + "up_proj.bias", {d.intermediate});
+  w.down_bias = loader.optional(p + "down_proj.bias", {d.hidden});
+  return w;
+}
+
+StepBuffers StepBuffers::alloc(Arena& arena, int64_t tokens, const DecoderDims& d) {
+  StepBuffers b;
+  b.x = arena.alloc(DType::F32, {tokens, d.hidden});
+  b.h = arena.alloc(DType::F32, {tokens, d.hidden});
+  b.q = arena.alloc(DType::F32, {tokens, d.heads * d.head_dim});
+  b.attn = arena.alloc(DType::F32, {tokens, d.heads * d.head_dim});
+  b.k = arena.alloc(DType::F32, {tokens, d.kv_heads * d.head_dim});
+  b.v = arena.alloc(DType::F32, {tokens, d.kv_heads * d.head_dim});
+  b.gate = arena.alloc(DType::F32, {tokens, d.intermediate});
+  b.up = arena.alloc(DType::F32, {tokens, d.intermediate});
+  return b;
+}
+
+size_t StepBuffers::bytes(int64_t max_tokens, int64_t max_logits, const DecoderDims& d) {
+  const int64_t per_token =
+      2 * d.hidden + 2 * d.heads * d.head_dim + 2 * d.kv_heads * d.head_dim + 2 * d.intermediate;
+  const int64_t floats = max_tokens * per_token + max_logits * d.hidden;
+  return static_cast<size_t>(floats) * sizeof(float) + 16 * Arena::kAlignment;
+}
+
+void attention_block(const AttentionWeights& w, const AttentionBlockConfig& config, int layer,
+                     const kv::StepPlan& plan, kv::PagedKvCache& cache, StepBuffers& b,
+                     const Tensor& in, Tensor& out) {
+  const int64_t tokens = plan.num_tokens();
+  const auto kv = cache.layer_view(layer);
+  const int64_t heads = b.q.size(1) / kv.head_dim(), kv_heads = kv.kv_heads(), dim = kv.head_dim();
+  ops::matmul(in, w.q, w.q_bias, b.q);
+  ops::matmul(in, w.k, w.k_bias, b.k);
+  ops::matmul(in, w.v, w.v_bias, b.v);
+  if (!w.q_norm.empty()) {
+    Tensor q_rows = b.q.reshape({tokens * heads, dim});
+    Tensor k_rows = b.k.reshape({tokens * kv_heads, dim});
+    ops::rms_norm(q_rows, w.q_norm, config.qk_norm, q_rows);
+    ops::rms_norm(k_rows, w.k_norm, config.qk_norm, k_rows);
+  }
+  Tensor q_heads = b.q.reshape({tokens, heads, dim});
+  Tensor k_heads = b.k.reshape({tokens, kv_heads, dim});
+  Tensor v_heads = b.v.reshape({tokens, kv_heads, dim});
+  const Tensor positions = plan.positions();
+  ops::rope(q_heads, positions, *config.rope);
+  ops::rope(k_heads, positions, *config.rope);
+  ops::KvLayerView view = kv;
+  ops::kv_write(k_heads, v_heads, plan.slots(), view);
+  Tensor attn_heads = b.attn.reshape({tokens, heads, dim});
+  ops::attention(q_heads, view, plan.attention_rows(), config.attention, attn_heads);
+  ops::matmul(b.attn, w.o, w.o_bias, out);
+}
+
+void mlp_block(const MlpWeights& w, ops::Activation activation, StepBuffers& b, const Tensor& in,
+               Tensor& out) {
+  ops::matmul(in, w.gate, w.gate_bias, b.gate);
+  ops::matmul(in, w.up, w.up_bias, b.up);
+  ops::gated_activation(b.gate, b.up, activation, b.gate);
+  ops::matmul(b.gate, w.down, w.down_bias, out);
+}
+
+void lm_head(const Tensor& x, const Tensor& final_norm, const Tensor& head,
+             const LmHeadConfig& config, const kv::StepPlan& plan, Arena& arena, Tensor& logits) {
+  const auto wanted = static_cast<int64_t>(plan.logit_tokens().size());
+  const int64_t hidden = x.size(1);
+  Tensor last = arena.alloc(DType::F32, {wanted, hidden});
+  for (int64_t i = 0; i < wanted; ++i) {
+    const int32_t t = plan.logit_tokens()[static_cast<size_t>(i)];
+    std::copy_n(x.row<float>(t), hidden, last.row<float>(i));
+  }
+  ops::rms_norm(last, final_norm, config.norm, last);
+  ops::matmul(last, head, Tensor(), logits);
+  if (config.final_softcap > 0) ops::softcap(logits, config.final_softcap);
+}
+
+ops::Activation activation_from_name(const std::string& name, const std::string& model_type) {
+  if (name == "silu" || name == "swish") return ops::Activation::SiLU;
+  if (name == "gelu_pytorch_tanh" || name == "gelu_tanh") return ops::Activation::GeluTanh;
+  RINGLM_USER_CHECK(false, "unsupported activation '", name, "' for ", model_type,
+                    " (supported: silu, gelu_pytorch_tanh)");
+  return ops::Activation::SiLU;
+}
+
+}  // namespace ringlm::models

@@ -1,0 +1,91 @@
+// Building blocks shared by the decoder-only families: weight loading with shape checks, the
+// per-step activation buffers, the attention block (projections, q/k norm, rope, KV write, paged
+// attention, output projection), the gated MLP and the LM head over the wanted tokens.
+#pragma once
+
+#include <string>
+
+#include "core/arena.h"
+#include "io/safetensors.h"
+#include "kv/paged_kv_cache.h"
+#include "kv/step_plan.h"
+#include "ops/ops.h"
+
+namespace ringlm::models {
+
+struct DecoderDims {
+  int64_t hidden = 0;
+  int64_t heads = 0;
+  int64_t kv_heads = 0;
+  int64_t head_dim = 0;
+  int64_t intermediate = 0;
+  int64_t vocab = 0;
+};
+
+// Looks tensors up by name and checks their shapes; errors name the tensor and checkpoint.
+class WeightLoader {
+ public:
+  explicit WeightLoader(const io::WeightStore& store) : store_(store) {}
+  Tensor required(const std::string& name, std::initializer_list<int64_t> dims) const;
+  Tensor optional(const std::string& name, std::initializer_list<int64_t> dims) const;
+  bool has(const std::string& name) const { return store_.has(name); }
+  const std::string& dir() const { return store_.dir(); }
+
+ private:
+  const io::WeightStore& store_;
+};
+
+struct AttentionWeights {
+  Tensor q, k, v, o;                      // [Hq*D, H], [Hkv*D, H], [Hkv*D, H], [H, Hq*D]
+  Tensor q_bias, k_bias, v_bias, o_bias;  // empty unless present
+  Tensor q_norm, k_norm;                  // [D] per-head RMSNorm weights, or empty
+};
+struct MlpWeights {
+  Tensor gate, up, down;  // [I, H], [I, H], [H, I]
+  Tensor gate_bias, up_bias, down_bias;
+};
+
+// prefix: "model.layers.N." (the block's own names follow HF: self_attn.q_proj.weight, ...).
+AttentionWeights load_attention(const WeightLoader& loader, const std::string& prefix,
+                                const DecoderDims& dims);
+MlpWeights load_mlp(const WeightLoader& loader, const std::string& prefix, const DecoderDims& dims);
+
+// Activation buffers of one step, carved from the arena.
+struct StepBuffers {
+  Tensor x, h;          // F32[T, H]: residual stream and block input/output
+  Tensor q, attn;       // F32[T, Hq*D]
+  Tensor k, v;          // F32[T, Hkv*D]
+  Tensor gate, up;      // F32[T, I]
+  static StepBuffers alloc(Arena& arena, int64_t tokens, const DecoderDims& dims);
+  static size_t bytes(int64_t max_tokens, int64_t max_logits, const DecoderDims& dims);
+};
+
+struct AttentionBlockConfig {
+  const ops::RopeTable* rope = nullptr;
+  ops::AttentionParams attention;
+  ops::RmsNormConfig qk_norm;  // used when the weights have q/k norms
+};
+
+// out = o_proj(attention(rope(norm(q)), rope(norm(k)), v)); writes the layer's K/V for the step.
+void attention_block(const AttentionWeights& w, const AttentionBlockConfig& config, int layer,
+                     const kv::StepPlan& plan, kv::PagedKvCache& cache, StepBuffers& buffers,
+                     const Tensor& in,  // F32[T, H]
+                     Tensor& out);      // F32[T, H]
+// out = down(act(gate(in)) * up(in)).
+void mlp_block(const MlpWeights& w, ops::Activation activation, StepBuffers& buffers,
+               const Tensor& in,  // F32[T, H]
+               Tensor& out);      // F32[T, H]
+
+struct LmHeadConfig {
+  ops::RmsNormConfig norm;
+  float final_softcap = 0.0f;  // > 0: logits = cap · tanh(logits / cap)
+};
+// Final norm and LM head on the tokens whose logits the plan wants.
+void lm_head(const Tensor& x,  // F32[T, H]
+             const Tensor& final_norm, const Tensor& head, const LmHeadConfig& config,
+             const kv::StepPlan& plan, Arena& arena,
+             Tensor& logits);  // F32[wanted, V]
+
+ops::Activation activation_from_name(const std::string& name, const std::string& model_type);
+
+}  // namespace ringlm::models
