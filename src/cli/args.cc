@@ -24,8 +24,8 @@ Args::Args(int argc, char** argv, const std::set<std::string>& known,
     }
     RINGLM_USER_CHECK(known.count(name) != 0, "unknown flag --", name);
     if (booleans.count(name) != 0) {
-      RINGLM_USER_CHECK(!inline_value || value == "true" || value == "false",
-                        "--", name, " takes no value");
+      RINGLM_USER_CHECK(!inline_value || value == "true" || value == "false", "--", name,
+                        " takes no value");
       values_[name] = inline_value ? value : "true";
       continue;
     }
@@ -75,12 +75,13 @@ std::vector<int32_t> Args::int_list(const std::string& name) const {
   size_t start = 0;
   while (start <= text.size()) {
     const size_t comma = text.find(',', start);
-    const std::string item = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    const std::string item =
+        text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
     char* end = nullptr;
     errno = 0;
     const long v = std::strtol(item.c_str(), &end, 10);
-    RINGLM_USER_CHECK(!item.empty() && *end == '\0' && errno == 0 && v >= 0 && v <= INT32_MAX,
-                      "--", name, ": '", item, "' is not a token id");
+    RINGLM_USER_CHECK(!item.empty() && *end == '\0' && errno == 0 && v >= 0 && v <= INT32_MAX, "--",
+                      name, ": '", item, "' is not a token id");
     out.push_back(static_cast<int32_t>(v));
     if (comma == std::string::npos) break;
     start = comma + 1;

@@ -15,7 +15,8 @@ namespace ringlm::cli {
 
 int run_bench(int argc, char** argv) {
   Args args(argc, argv,
-            {"model", "prompt-len", "gen", "batch", "threads", "kv-memory", "max-step-tokens", "repeat", "json"},
+            {"model", "prompt-len", "gen", "batch", "threads", "kv-memory", "max-step-tokens",
+             "repeat", "json"},
             {"json"});
   apply_threads(args);
   auto model = models::load_model(args.required("model"));
@@ -59,10 +60,11 @@ int run_bench(int argc, char** argv) {
   if (args.has("json")) {
     std::printf("%s\n", out.dump().c_str());
   } else {
-    std::printf("%s threads=%d batch=%lld prompt=%lld gen=%lld: prefill %.1f tok/s, decode %.2f tok/s\n",
-                model->config().model_type.c_str(), ThreadPool::global().num_threads(),
-                static_cast<long long>(batch), static_cast<long long>(prompt_len),
-                static_cast<long long>(gen), best_prefill, best_decode);
+    std::printf(
+        "%s threads=%d batch=%lld prompt=%lld gen=%lld: prefill %.1f tok/s, decode %.2f tok/s\n",
+        model->config().model_type.c_str(), ThreadPool::global().num_threads(),
+        static_cast<long long>(batch), static_cast<long long>(prompt_len),
+        static_cast<long long>(gen), best_prefill, best_decode);
   }
   return 0;
 }

@@ -25,13 +25,15 @@ std::vector<std::vector<int32_t>> parse_prompts(const std::string& text, int64_t
   size_t start = 0;
   while (start <= text.size()) {
     const size_t semi = text.find(';', start);
-    const std::string part = text.substr(start, semi == std::string::npos ? std::string::npos : semi - start);
+    const std::string part =
+        text.substr(start, semi == std::string::npos ? std::string::npos : semi - start);
     std::string flag = "--prompt-tokens=" + part;
     char* argv[] = {flag.data()};
     Args one(1, argv, {"prompt-tokens"});
     std::vector<int32_t> ids = one.int_list("prompt-tokens");
     for (int32_t id : ids) {
-      RINGLM_USER_CHECK(id < vocab_size, "token id ", id, " is out of range (vocab_size ", vocab_size, ")");
+      RINGLM_USER_CHECK(id < vocab_size, "token id ", id, " is out of range (vocab_size ",
+                        vocab_size, ")");
     }
     prompts.push_back(std::move(ids));
     if (semi == std::string::npos) break;

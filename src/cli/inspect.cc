@@ -41,7 +41,8 @@ int run_inspect(int argc, char** argv) {
       {"head_dim", config.head_dim},
       {"vocab_size", config.vocab_size},
       {"tie_word_embeddings", config.tie_word_embeddings},
-      {"rope_type", config.rope.count("full_attention") ? config.rope.at("full_attention").rope_type : ""},
+      {"rope_type",
+       config.rope.count("full_attention") ? config.rope.at("full_attention").rope_type : ""},
       {"sliding_window", config.sliding_window},
       {"tensors", weights.names().size()},
       {"parameters", weights.total_parameters()},
@@ -57,20 +58,23 @@ int run_inspect(int argc, char** argv) {
   std::printf("%s (%s)%s\n", config.model_type.c_str(),
               config.architectures.empty() ? "?" : config.architectures[0].c_str(),
               is_supported ? "" : "  [model_type not supported by ringlm]");
-  std::printf("  layers %lld, hidden %lld, intermediate %lld, heads %lld (kv %lld), head_dim %lld\n",
-              static_cast<long long>(config.num_hidden_layers), static_cast<long long>(config.hidden_size),
-              static_cast<long long>(config.intermediate_size),
-              static_cast<long long>(config.num_attention_heads),
-              static_cast<long long>(config.num_key_value_heads), static_cast<long long>(config.head_dim));
+  std::printf(
+      "  layers %lld, hidden %lld, intermediate %lld, heads %lld (kv %lld), head_dim %lld\n",
+      static_cast<long long>(config.num_hidden_layers), static_cast<long long>(config.hidden_size),
+      static_cast<long long>(config.intermediate_size),
+      static_cast<long long>(config.num_attention_heads),
+      static_cast<long long>(config.num_key_value_heads), static_cast<long long>(config.head_dim));
   std::printf("  vocab %lld, tied embeddings %s, rope %s, sliding window %lld\n",
               static_cast<long long>(config.vocab_size), config.tie_word_embeddings ? "yes" : "no",
-              out["rope_type"].get<std::string>().c_str(), static_cast<long long>(config.sliding_window));
+              out["rope_type"].get<std::string>().c_str(),
+              static_cast<long long>(config.sliding_window));
   std::printf("  %zu tensors, %.3f M parameters, %.3f MB\n", weights.names().size(),
               static_cast<double>(weights.total_parameters()) / 1e6,
               static_cast<double>(weights.total_bytes()) / 1e6);
   for (const auto& [dtype, entry] : by_dtype) {
     std::printf("  %-5s %6llu tensors %12.3f MB\n", dtype.c_str(),
-                static_cast<unsigned long long>(entry.first), static_cast<double>(entry.second) / 1e6);
+                static_cast<unsigned long long>(entry.first),
+                static_cast<double>(entry.second) / 1e6);
   }
   return 0;
 }

@@ -19,28 +19,58 @@ namespace {
 
 nlohmann::json preset(const std::string& name) {
   using nlohmann::json;
-  const json base = {{"hidden_act", "silu"}, {"rms_norm_eps", 1e-5}, {"bos_token_id", 1},
-                     {"eos_token_id", 2}, {"attention_bias", false}, {"mlp_bias", false}};
+  const json base = {{"hidden_act", "silu"}, {"rms_norm_eps", 1e-5},    {"bos_token_id", 1},
+                     {"eos_token_id", 2},    {"attention_bias", false}, {"mlp_bias", false}};
   json c = base;
   if (name == "llama-125m") {
-    c.update({{"model_type", "llama"}, {"architectures", {"LlamaForCausalLM"}}, {"hidden_size", 768},
-              {"intermediate_size", 2048}, {"num_hidden_layers", 12}, {"num_attention_heads", 12},
-              {"num_key_value_heads", 4}, {"head_dim", 64}, {"vocab_size", 32000},
-              {"max_position_embeddings", 4096}, {"rope_theta", 500000.0}, {"tie_word_embeddings", false}});
+    c.update({{"model_type", "llama"},
+              {"architectures", {"LlamaForCausalLM"}},
+              {"hidden_size", 768},
+              {"intermediate_size", 2048},
+              {"num_hidden_layers", 12},
+              {"num_attention_heads", 12},
+              {"num_key_value_heads", 4},
+              {"head_dim", 64},
+              {"vocab_size", 32000},
+              {"max_position_embeddings", 4096},
+              {"rope_theta", 500000.0},
+              {"tie_word_embeddings", false}});
   } else if (name == "llama-3.1-8b") {
-    c.update({{"model_type", "llama"}, {"architectures", {"LlamaForCausalLM"}}, {"hidden_size", 4096},
-              {"intermediate_size", 14336}, {"num_hidden_layers", 32}, {"num_attention_heads", 32},
-              {"num_key_value_heads", 8}, {"head_dim", 128}, {"vocab_size", 128256},
-              {"max_position_embeddings", 131072}, {"rope_theta", 500000.0}, {"tie_word_embeddings", false},
-              {"rope_scaling", {{"rope_type", "llama3"}, {"factor", 8.0}, {"low_freq_factor", 1.0},
-                                {"high_freq_factor", 4.0}, {"original_max_position_embeddings", 8192}}}});
+    c.update({{"model_type", "llama"},
+              {"architectures", {"LlamaForCausalLM"}},
+              {"hidden_size", 4096},
+              {"intermediate_size", 14336},
+              {"num_hidden_layers", 32},
+              {"num_attention_heads", 32},
+              {"num_key_value_heads", 8},
+              {"head_dim", 128},
+              {"vocab_size", 128256},
+              {"max_position_embeddings", 131072},
+              {"rope_theta", 500000.0},
+              {"tie_word_embeddings", false},
+              {"rope_scaling",
+               {{"rope_type", "llama3"},
+                {"factor", 8.0},
+                {"low_freq_factor", 1.0},
+                {"high_freq_factor", 4.0},
+                {"original_max_position_embeddings", 8192}}}});
   } else if (name == "qwen3-8b") {
-    c.update({{"model_type", "qwen3"}, {"architectures", {"Qwen3ForCausalLM"}}, {"hidden_size", 4096},
-              {"intermediate_size", 12288}, {"num_hidden_layers", 36}, {"num_attention_heads", 32},
-              {"num_key_value_heads", 8}, {"head_dim", 128}, {"vocab_size", 151936}, {"rms_norm_eps", 1e-6},
-              {"max_position_embeddings", 40960}, {"rope_theta", 1000000.0}, {"tie_word_embeddings", false}});
+    c.update({{"model_type", "qwen3"},
+              {"architectures", {"Qwen3ForCausalLM"}},
+              {"hidden_size", 4096},
+              {"intermediate_size", 12288},
+              {"num_hidden_layers", 36},
+              {"num_attention_heads", 32},
+              {"num_key_value_heads", 8},
+              {"head_dim", 128},
+              {"vocab_size", 151936},
+              {"rms_norm_eps", 1e-6},
+              {"max_position_embeddings", 40960},
+              {"rope_theta", 1000000.0},
+              {"tie_word_embeddings", false}});
   } else {
-    RINGLM_USER_CHECK(false, "unknown preset '", name, "' (known: llama-125m, llama-3.1-8b, qwen3-8b)");
+    RINGLM_USER_CHECK(false, "unknown preset '", name,
+                      "' (known: llama-125m, llama-3.1-8b, qwen3-8b)");
   }
   return c;
 }
@@ -58,7 +88,9 @@ std::vector<TensorSpec> llama_tensors(const io::ModelConfig& c) {
   auto linear = [](std::string name, int64_t out, int64_t in) {
     return TensorSpec{std::move(name), {out, in}, 0.0f, std::sqrt(3.0f / static_cast<float>(in))};
   };
-  auto norm = [](std::string name, int64_t n) { return TensorSpec{std::move(name), {n}, 1.0f, 0.1f}; };
+  auto norm = [](std::string name, int64_t n) {
+    return TensorSpec{std::move(name), {n}, 1.0f, 0.1f};
+  };
   std::vector<TensorSpec> out;
   out.push_back({"model.embed_tokens.weight", {c.vocab_size, h}, 0.0f, 1.0f});
   out.push_back(norm("model.norm.weight", h));
@@ -97,7 +129,8 @@ uint16_t random_bits(uint64_t seed, uint64_t index, const TensorSpec& spec, DTyp
 
 int run_random_model(int argc, char** argv) {
   Args args(argc, argv, {"preset", "config", "out", "dtype", "seed", "threads"});
-  if (args.has("threads")) ThreadPool::set_global_threads(static_cast<int>(args.integer("threads", 0)));
+  if (args.has("threads"))
+    ThreadPool::set_global_threads(static_cast<int>(args.integer("threads", 0)));
   const std::string out_dir = args.required("out");
   nlohmann::json config_json;
   if (args.has("config")) {
@@ -115,7 +148,8 @@ int run_random_model(int argc, char** argv) {
   const io::ModelConfig config = io::parse_model_config(config_json, "config");
   RINGLM_USER_CHECK(config.model_type == "llama" || config.model_type == "mistral" ||
                         config.model_type == "qwen2" || config.model_type == "qwen3",
-                    "random-model writes Llama-family checkpoints; got model_type ", config.model_type);
+                    "random-model writes Llama-family checkpoints; got model_type ",
+                    config.model_type);
   std::filesystem::create_directories(out_dir);
   {
     std::ofstream cfg(out_dir + "/config.json");
@@ -134,7 +168,8 @@ int run_random_model(int argc, char** argv) {
     const uint64_t tensor_seed = seed * 1000003ull + t;
     ThreadPool::global().parallel_for(n, 1 << 16, [&](int64_t begin, int64_t end) {
       for (int64_t e = begin; e < end; ++e) {
-        buf[static_cast<size_t>(e)] = random_bits(tensor_seed, static_cast<uint64_t>(e), specs[t], dtype);
+        buf[static_cast<size_t>(e)] =
+            random_bits(tensor_seed, static_cast<uint64_t>(e), specs[t], dtype);
       }
     });
     tensors.push_back({specs[t].name, dtype, specs[t].shape, buf.data()});

@@ -6,11 +6,14 @@ namespace ringlm {
 
 Arena::Arena(size_t capacity_bytes) : capacity_(capacity_bytes) {
   const size_t rounded = (capacity_bytes + kAlignment - 1) / kAlignment * kAlignment;
-  base_ = static_cast<std::byte*>(std::aligned_alloc(kAlignment, rounded > 0 ? rounded : kAlignment));
+  base_ =
+      static_cast<std::byte*>(std::aligned_alloc(kAlignment, rounded > 0 ? rounded : kAlignment));
   RINGLM_CHECK(base_ != nullptr, "arena allocation of ", capacity_bytes, " bytes failed");
 }
 
-Arena::~Arena() { std::free(base_); }
+Arena::~Arena() {
+  std::free(base_);
+}
 
 void* Arena::alloc_bytes(size_t bytes) {
   const size_t start = (used_ + kAlignment - 1) / kAlignment * kAlignment;

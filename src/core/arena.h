@@ -1,6 +1,6 @@
-// Per-step activation arena: one aligned allocation handed out by bumping an offset and reset at the
-// start of every step, so a step's buffers sit at the same addresses each time (which is what lets
-// a CUDA graph capture a decode step).
+// Per-step activation arena: one aligned allocation handed out by bumping an offset and reset at
+// the start of every step, so a step's buffers sit at the same addresses each time (which is what
+// lets a CUDA graph capture a decode step).
 #pragma once
 
 #include <cstddef>

@@ -21,12 +21,18 @@ size_t dtype_size(DType dtype) {
 
 std::string_view dtype_name(DType dtype) {
   switch (dtype) {
-    case DType::F32: return "F32";
-    case DType::BF16: return "BF16";
-    case DType::F16: return "F16";
-    case DType::I32: return "I32";
-    case DType::U8: return "U8";
-    case DType::U32: return "U32";
+    case DType::F32:
+      return "F32";
+    case DType::BF16:
+      return "BF16";
+    case DType::F16:
+      return "F16";
+    case DType::I32:
+      return "I32";
+    case DType::U8:
+      return "U8";
+    case DType::U32:
+      return "U32";
   }
   RINGLM_FAIL("unknown dtype");
 }
@@ -46,7 +52,7 @@ f16_t f32_to_f16(float value) {
   std::memcpy(&bits, &value, sizeof(bits));
   const uint16_t sign = static_cast<uint16_t>((bits >> 16) & 0x8000u);
   const uint32_t abs = bits & 0x7fffffffu;
-  if (abs > 0x7f800000u) return static_cast<f16_t>(sign | 0x7e00u);  // NaN
+  if (abs > 0x7f800000u) return static_cast<f16_t>(sign | 0x7e00u);   // NaN
   if (abs >= 0x477ff000u) return static_cast<f16_t>(sign | 0x7c00u);  // rounds to >= 65520: inf
   if (abs < 0x38800000u) {
     // Subnormal or zero in f16: value = m * 2^-24 with m < 1024. Add 0.5 (in f32 arithmetic on the

@@ -27,10 +27,10 @@ std::string concat(const Args&... args) {
 }  // namespace ringlm
 
 // RINGLM_CHECK(cond, "message parts", value, ...): throws ringlm::Error naming cond, file and line.
-#define RINGLM_CHECK(cond, ...)                                                             \
-  do {                                                                                      \
-    if (!(cond)) [[unlikely]]                                                               \
-      ::ringlm::detail::throw_error(#cond, __FILE__, __LINE__,                              \
+#define RINGLM_CHECK(cond, ...)                                                               \
+  do {                                                                                        \
+    if (!(cond)) [[unlikely]]                                                                 \
+      ::ringlm::detail::throw_error(#cond, __FILE__, __LINE__,                                \
                                     ::ringlm::detail::concat("" __VA_OPT__(, ) __VA_ARGS__)); \
   } while (0)
 
@@ -39,8 +39,8 @@ std::string concat(const Args&... args) {
   ::ringlm::detail::throw_error(nullptr, __FILE__, __LINE__, ::ringlm::detail::concat(__VA_ARGS__))
 
 // User-facing errors (bad files, bad flags): the message alone, no source location.
-#define RINGLM_USER_CHECK(cond, ...)                                          \
-  do {                                                                        \
-    if (!(cond)) [[unlikely]]                                                 \
+#define RINGLM_USER_CHECK(cond, ...)                                                  \
+  do {                                                                                \
+    if (!(cond)) [[unlikely]]                                                         \
       throw ::ringlm::Error(::ringlm::detail::concat("" __VA_OPT__(, ) __VA_ARGS__)); \
   } while (0)

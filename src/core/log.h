@@ -15,8 +15,8 @@ void log_message(LogLevel level, const std::string& message);
 
 }  // namespace ringlm
 
-#define RINGLM_LOG(level, ...)                                                         \
-  do {                                                                                 \
-    if (::ringlm::LogLevel::level >= ::ringlm::log_level())                            \
+#define RINGLM_LOG(level, ...)                                                                 \
+  do {                                                                                         \
+    if (::ringlm::LogLevel::level >= ::ringlm::log_level())                                    \
       ::ringlm::log_message(::ringlm::LogLevel::level, ::ringlm::detail::concat(__VA_ARGS__)); \
   } while (0)

@@ -83,7 +83,8 @@ void check_shape(const Tensor& t, std::initializer_list<int64_t> dims, const cha
     std::ostringstream os;
     os << what << ": shape " << t.describe() << " does not match [";
     int i = 0;
-    for (int64_t want : dims) os << (i++ ? ", " : "") << (want < 0 ? std::string("*") : std::to_string(want));
+    for (int64_t want : dims)
+      os << (i++ ? ", " : "") << (want < 0 ? std::string("*") : std::to_string(want));
     os << "]";
     RINGLM_FAIL(os.str());
   }

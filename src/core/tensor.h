@@ -38,10 +38,14 @@ struct Tensor {
   bool empty() const { return data == nullptr; }
 
   template <typename T>
-  T* ptr() const { return static_cast<T*>(data); }
+  T* ptr() const {
+    return static_cast<T*>(data);
+  }
   // Pointer to the first element of index i along dim 0.
   template <typename T>
-  T* row(int64_t i) const { return static_cast<T*>(data) + i * strides[0]; }
+  T* row(int64_t i) const {
+    return static_cast<T*>(data) + i * strides[0];
+  }
 
   // A view of rows [begin, end) along dim 0.
   Tensor slice_rows(int64_t begin, int64_t end) const;

@@ -13,7 +13,8 @@ Runner::Runner(models::Model& model, const RunnerConfig& config) : model_(model)
   shape.block_tokens = config.block_tokens;
   shape.num_blocks = kv::PagedKvCache::blocks_for_budget(shape, config.kv_memory_bytes);
   cache_ = std::make_unique<kv::PagedKvCache>(shape);
-  arena_ = std::make_unique<Arena>(model.activation_bytes(config.max_step_tokens, config.max_step_tokens));
+  arena_ = std::make_unique<Arena>(
+      model.activation_bytes(config.max_step_tokens, config.max_step_tokens));
   logits_.resize(static_cast<size_t>(config.max_step_tokens * model.vocab_size()));
 }
 

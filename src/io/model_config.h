@@ -41,8 +41,8 @@ struct QuantizationConfig {
 };
 
 struct ModelConfig {
-  std::string model_type;           // of the text model (gemma3 -> gemma3_text)
-  std::string outer_model_type;     // as written at the top of config.json
+  std::string model_type;        // of the text model (gemma3 -> gemma3_text)
+  std::string outer_model_type;  // as written at the top of config.json
   std::vector<std::string> architectures;
   int64_t hidden_size = 0;
   int64_t intermediate_size = 0;
@@ -68,9 +68,9 @@ struct ModelConfig {
   std::vector<std::string> layer_types;  // per layer: "full_attention" | "sliding_attention"
 
   // Gemma family.
-  double query_pre_attn_scalar = 0;      // 0: use head_dim
-  double final_logit_softcapping = 0;    // 0: none
-  double attn_logit_softcapping = 0;     // 0: none
+  double query_pre_attn_scalar = 0;    // 0: use head_dim
+  double final_logit_softcapping = 0;  // 0: none
+  double attn_logit_softcapping = 0;   // 0: none
 
   std::vector<int64_t> bos_token_ids;
   std::vector<int64_t> eos_token_ids;

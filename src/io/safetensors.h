@@ -1,7 +1,7 @@
-// safetensors checkpoints mapped into memory, zero-copy. Opening a file reads and validates only its
-// JSON header; tensor bytes are touched when a kernel reads them (so `ringlm inspect` on a 100 GB
-// checkpoint reads kilobytes). Weights are owned by their mapping: a Tensor from here stays valid as
-// long as the SafetensorsFile / WeightStore lives.
+// safetensors checkpoints mapped into memory, zero-copy. Opening a file reads and validates only
+// its JSON header; tensor bytes are touched when a kernel reads them (so `ringlm inspect` on a 100
+// GB checkpoint reads kilobytes). Weights are owned by their mapping: a Tensor from here stays
+// valid as long as the SafetensorsFile / WeightStore lives.
 #pragma once
 
 #include <cstddef>
@@ -21,7 +21,7 @@ struct TensorInfo {
   std::vector<int64_t> shape;
   uint64_t begin = 0;  // byte offsets into the data section (after the header)
   uint64_t end = 0;
-  std::string file;    // path of the file holding it
+  std::string file;  // path of the file holding it
 };
 
 // One mapped .safetensors file. Throws ringlm::Error naming the file (and tensor) when the header
@@ -64,8 +64,9 @@ class WeightStore {
   std::vector<std::string> names() const;  // sorted
   const std::string& dir() const { return dir_; }
 
-  uint64_t total_bytes() const;        // sum of tensor byte sizes
-  uint64_t total_parameters() const;   // sum of element counts (packed quantized tensors count codes)
+  uint64_t total_bytes() const;  // sum of tensor byte sizes
+  uint64_t total_parameters()
+      const;  // sum of element counts (packed quantized tensors count codes)
 
  private:
   std::string dir_;

@@ -14,7 +14,8 @@ StepPlan::StepPlan(const std::vector<RowRequest>& rows, const PagedKvCache& cach
     const RowRequest& row = rows[r];
     RINGLM_CHECK(!row.tokens.empty(), "row ", r, " has no tokens");
     const auto& table = cache.block_table(row.seq);
-    std::copy(table.begin(), table.end(), block_tables_.begin() + static_cast<int64_t>(r * max_blocks));
+    std::copy(table.begin(), table.end(),
+              block_tables_.begin() + static_cast<int64_t>(r * max_blocks));
     for (size_t i = 0; i < row.tokens.size(); ++i) {
       const int64_t pos = row.start_position + static_cast<int64_t>(i);
       const bool wants = row.want_all_logits || (row.want_logits && i + 1 == row.tokens.size());
@@ -24,7 +25,8 @@ StepPlan::StepPlan(const std::vector<RowRequest>& rows, const PagedKvCache& cach
       slots_.push_back(cache.slot(row.seq, pos));
     }
     query_start_.push_back(static_cast<int32_t>(token_ids_.size()));
-    context_len_.push_back(static_cast<int32_t>(row.start_position + static_cast<int64_t>(row.tokens.size())));
+    context_len_.push_back(
+        static_cast<int32_t>(row.start_position + static_cast<int64_t>(row.tokens.size())));
     logit_begin_.push_back(static_cast<int32_t>(logit_tokens_.size()));
   }
   attention_rows_.num_rows = static_cast<int>(rows.size());

@@ -14,10 +14,10 @@ namespace ringlm::kv {
 
 struct RowRequest {
   SequenceId seq = 0;
-  std::vector<int32_t> tokens;  // new tokens this step
-  int64_t start_position = 0;   // position of tokens[0] (= tokens already in the KV)
-  bool want_all_logits = false; // logits for every new token (parity tests), else only the last
-  bool want_logits = true;      // false for prefill chunks that end before the prompt does
+  std::vector<int32_t> tokens;   // new tokens this step
+  int64_t start_position = 0;    // position of tokens[0] (= tokens already in the KV)
+  bool want_all_logits = false;  // logits for every new token (parity tests), else only the last
+  bool want_logits = true;       // false for prefill chunks that end before the prompt does
 };
 
 class StepPlan {

@@ -52,10 +52,10 @@ MlpWeights load_mlp(const WeightLoader& loader, const std::string& prefix, const
 
 // Activation buffers of one step, carved from the arena.
 struct StepBuffers {
-  Tensor x, h;          // F32[T, H]: residual stream and block input/output
-  Tensor q, attn;       // F32[T, Hq*D]
-  Tensor k, v;          // F32[T, Hkv*D]
-  Tensor gate, up;      // F32[T, I]
+  Tensor x, h;      // F32[T, H]: residual stream and block input/output
+  Tensor q, attn;   // F32[T, Hq*D]
+  Tensor k, v;      // F32[T, Hkv*D]
+  Tensor gate, up;  // F32[T, I]
   static StepBuffers alloc(Arena& arena, int64_t tokens, const DecoderDims& dims);
   static size_t bytes(int64_t max_tokens, int64_t max_logits, const DecoderDims& dims);
 };

@@ -24,12 +24,14 @@ struct TensorPrefixes {
 };
 
 TensorPrefixes find_prefixes(const WeightLoader& loader) {
-  for (const TensorPrefixes& p : {TensorPrefixes{"model.", "lm_head.weight"},
-                                  TensorPrefixes{"model.language_model.", "lm_head.weight"},
-                                  TensorPrefixes{"language_model.model.", "language_model.lm_head.weight"}}) {
+  for (const TensorPrefixes& p :
+       {TensorPrefixes{"model.", "lm_head.weight"},
+        TensorPrefixes{"model.language_model.", "lm_head.weight"},
+        TensorPrefixes{"language_model.model.", "language_model.lm_head.weight"}}) {
     if (loader.has(p.model + "embed_tokens.weight")) return p;
   }
-  RINGLM_USER_CHECK(false, loader.dir(), ": no embed_tokens.weight under model., "
+  RINGLM_USER_CHECK(false, loader.dir(),
+                    ": no embed_tokens.weight under model., "
                     "model.language_model. or language_model.model.");
   return {};
 }
@@ -39,19 +41,20 @@ class GemmaModel final : public Model {
   GemmaModel(io::ModelConfig config, std::unique_ptr<io::WeightStore> weights)
       : Model(std::move(config), std::move(weights)) {
     const auto& c = config_;
-    dims_ = {c.hidden_size, c.num_attention_heads, c.num_key_value_heads, c.head_dim,
-             c.intermediate_size, c.vocab_size};
+    dims_ = {c.hidden_size, c.num_attention_heads, c.num_key_value_heads,
+             c.head_dim,    c.intermediate_size,   c.vocab_size};
     RINGLM_USER_CHECK(dims_.heads % dims_.kv_heads == 0, "num_attention_heads ", dims_.heads,
                       " is not a multiple of num_key_value_heads ", dims_.kv_heads);
     activation_ = activation_from_name(c.hidden_act, c.model_type);
     norm_ = {static_cast<float>(c.rms_norm_eps), true};
-    global_rope_ = make_rope_table(c.rope.at("full_attention"), dims_.head_dim, c.max_position_embeddings);
+    global_rope_ =
+        make_rope_table(c.rope.at("full_attention"), dims_.head_dim, c.max_position_embeddings);
     const auto local = c.rope.find("sliding_attention");
     local_rope_ = local == c.rope.end()
                       ? global_rope_
                       : make_rope_table(local->second, dims_.head_dim, c.max_position_embeddings);
-    const double scalar = c.query_pre_attn_scalar > 0 ? c.query_pre_attn_scalar
-                                                      : static_cast<double>(dims_.head_dim);
+    const double scalar =
+        c.query_pre_attn_scalar > 0 ? c.query_pre_attn_scalar : static_cast<double>(dims_.head_dim);
     attention_scale_ = static_cast<float>(1.0 / std::sqrt(scalar));
     load_weights();
   }
@@ -103,7 +106,7 @@ class GemmaModel final : public Model {
     // transformers keeps sqrt(hidden) in the embedding's dtype, so a bf16 checkpoint scales by
     // the bf16-rounded value.
     const float scale = std::sqrt(static_cast<float>(dims_.hidden));
-    embed_scale_ = embed_.dtype == DType::BF16   ? bf16_to_f32(f32_to_bf16(scale))
+    embed_scale_ = embed_.dtype == DType::BF16  ? bf16_to_f32(f32_to_bf16(scale))
                    : embed_.dtype == DType::F16 ? f16_to_f32(f32_to_f16(scale))
                                                 : scale;
     final_norm_ = loader.required(prefixes.model + "norm.weight", {dims_.hidden});
@@ -121,9 +124,12 @@ class GemmaModel final : public Model {
       const std::string p = prefixes.model + "layers." + std::to_string(l) + ".";
       GemmaLayer layer;
       layer.input_norm = loader.required(p + "input_layernorm.weight", {dims_.hidden});
-      layer.post_attention_norm = loader.required(p + "post_attention_layernorm.weight", {dims_.hidden});
-      layer.pre_feedforward_norm = loader.required(p + "pre_feedforward_layernorm.weight", {dims_.hidden});
-      layer.post_feedforward_norm = loader.required(p + "post_feedforward_layernorm.weight", {dims_.hidden});
+      layer.post_attention_norm =
+          loader.required(p + "post_attention_layernorm.weight", {dims_.hidden});
+      layer.pre_feedforward_norm =
+          loader.required(p + "pre_feedforward_layernorm.weight", {dims_.hidden});
+      layer.post_feedforward_norm =
+          loader.required(p + "post_feedforward_layernorm.weight", {dims_.hidden});
       layer.attention = load_attention(loader, p, dims_);
       layer.mlp = load_mlp(loader, p, dims_);
       layer.sliding = c.layer_types[static_cast<size_t>(l)] == "sliding_attention";
@@ -145,7 +151,8 @@ class GemmaModel final : public Model {
 
 }  // namespace
 
-std::unique_ptr<Model> make_gemma(io::ModelConfig config, std::unique_ptr<io::WeightStore> weights) {
+std::unique_ptr<Model> make_gemma(io::ModelConfig config,
+                                  std::unique_ptr<io::WeightStore> weights) {
   return std::make_unique<GemmaModel>(std::move(config), std::move(weights));
 }
 

@@ -21,8 +21,8 @@ class LlamaModel final : public Model {
   LlamaModel(io::ModelConfig config, std::unique_ptr<io::WeightStore> weights)
       : Model(std::move(config), std::move(weights)) {
     const auto& c = config_;
-    dims_ = {c.hidden_size, c.num_attention_heads, c.num_key_value_heads, c.head_dim,
-             c.intermediate_size, c.vocab_size};
+    dims_ = {c.hidden_size, c.num_attention_heads, c.num_key_value_heads,
+             c.head_dim,    c.intermediate_size,   c.vocab_size};
     RINGLM_USER_CHECK(dims_.heads % dims_.kv_heads == 0, "num_attention_heads ", dims_.heads,
                       " is not a multiple of num_key_value_heads ", dims_.kv_heads);
     activation_ = activation_from_name(c.hidden_act, c.model_type);
@@ -82,7 +82,8 @@ class LlamaModel final : public Model {
       const std::string p = "model.layers." + std::to_string(l) + ".";
       LlamaLayer layer;
       layer.input_norm = loader.required(p + "input_layernorm.weight", {dims_.hidden});
-      layer.post_attention_norm = loader.required(p + "post_attention_layernorm.weight", {dims_.hidden});
+      layer.post_attention_norm =
+          loader.required(p + "post_attention_layernorm.weight", {dims_.hidden});
       layer.attention = load_attention(loader, p, dims_);
       layer.mlp = load_mlp(loader, p, dims_);
       const auto idx = static_cast<size_t>(l);
@@ -103,7 +104,8 @@ class LlamaModel final : public Model {
 
 }  // namespace
 
-std::unique_ptr<Model> make_llama(io::ModelConfig config, std::unique_ptr<io::WeightStore> weights) {
+std::unique_ptr<Model> make_llama(io::ModelConfig config,
+                                  std::unique_ptr<io::WeightStore> weights) {
   return std::make_unique<LlamaModel>(std::move(config), std::move(weights));
 }
 

@@ -10,12 +10,13 @@
 namespace ringlm::models {
 
 namespace {
-using Factory = std::function<std::unique_ptr<Model>(io::ModelConfig, std::unique_ptr<io::WeightStore>)>;
+using Factory =
+    std::function<std::unique_ptr<Model>(io::ModelConfig, std::unique_ptr<io::WeightStore>)>;
 
 const std::map<std::string, Factory>& registry() {
   static const std::map<std::string, Factory> families = {
-      {"llama", make_llama},  {"mistral", make_llama},     {"qwen2", make_llama},
-      {"qwen3", make_llama},  {"gemma2", make_gemma},      {"gemma3_text", make_gemma}};
+      {"llama", make_llama}, {"mistral", make_llama}, {"qwen2", make_llama},
+      {"qwen3", make_llama}, {"gemma2", make_gemma},  {"gemma3_text", make_gemma}};
   return families;
 }
 }  // namespace
@@ -32,7 +33,8 @@ std::unique_ptr<Model> load_model(const std::string& model_dir) {
   auto it = families.find(config.model_type);
   if (it == families.end()) {
     std::ostringstream supported;
-    for (const auto& name : supported_model_types()) supported << (supported.tellp() ? ", " : "") << name;
+    for (const auto& name : supported_model_types())
+      supported << (supported.tellp() ? ", " : "") << name;
     RINGLM_USER_CHECK(false, model_dir, "/config.json: unsupported model_type '", config.model_type,
                       "' (supported: ", supported.str(), ")");
   }

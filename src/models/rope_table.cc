@@ -48,14 +48,15 @@ double yarn_mscale(double scale, double mscale) {
 // YaRN: blend interpolated (÷factor) and extrapolated frequencies over a ramp of dimensions.
 float apply_yarn(std::vector<float>& inv, const io::RopeScaling& rope, int dim, int64_t max_pos) {
   const double factor = rope.factor;
-  const double original =
-      rope.original_max_position_embeddings > 0 ? static_cast<double>(rope.original_max_position_embeddings)
-                                                : static_cast<double>(max_pos);
+  const double original = rope.original_max_position_embeddings > 0
+                              ? static_cast<double>(rope.original_max_position_embeddings)
+                              : static_cast<double>(max_pos);
   double attention_factor;
   if (rope.attention_factor) {
     attention_factor = *rope.attention_factor;
   } else if (rope.mscale && rope.mscale_all_dim && *rope.mscale != 0 && *rope.mscale_all_dim != 0) {
-    attention_factor = yarn_mscale(factor, *rope.mscale) / yarn_mscale(factor, *rope.mscale_all_dim);
+    attention_factor =
+        yarn_mscale(factor, *rope.mscale) / yarn_mscale(factor, *rope.mscale_all_dim);
   } else {
     attention_factor = yarn_mscale(factor, 1.0);
   }
@@ -76,7 +77,8 @@ float apply_yarn(std::vector<float>& inv, const io::RopeScaling& rope, int dim, 
     const float freq = pos_freq(base, static_cast<int>(i), dim);
     const float extrapolated = 1.0f / freq;
     const float interpolated = 1.0f / (static_cast<float>(factor) * freq);
-    const float ramp = std::clamp(static_cast<float>((static_cast<double>(i) - low) / (high - low)), 0.0f, 1.0f);
+    const float ramp =
+        std::clamp(static_cast<float>((static_cast<double>(i) - low) / (high - low)), 0.0f, 1.0f);
     const float extrapolation_factor = 1.0f - ramp;
     inv[i] = interpolated * (1.0f - extrapolation_factor) + extrapolated * extrapolation_factor;
   }
@@ -88,7 +90,8 @@ float apply_yarn(std::vector<float>& inv, const io::RopeScaling& rope, int dim, 
 ops::RopeTable make_rope_table(const io::RopeScaling& rope, int64_t head_dim,
                                int64_t max_position_embeddings) {
   const int dim = static_cast<int>(static_cast<double>(head_dim) * rope.partial_rotary_factor);
-  RINGLM_USER_CHECK(dim > 0 && dim % 2 == 0, "rotary dimension ", dim, " must be positive and even");
+  RINGLM_USER_CHECK(dim > 0 && dim % 2 == 0, "rotary dimension ", dim,
+                    " must be positive and even");
   ops::RopeTable table;
   table.rotary_dim = dim;
   const std::string& type = rope.rope_type;

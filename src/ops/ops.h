@@ -20,8 +20,8 @@ void matmul(const Tensor& x,     // F32[M, K]
             Tensor& y);          // F32[M, N]
 
 // out[m] = table[ids[m]] · scale (Gemma scales embeddings by sqrt(hidden)).
-void embedding(const Tensor& ids,    // I32[M]
-               const Tensor& table,  // F32|BF16|F16[V, H]
+void embedding(const Tensor& ids,          // I32[M]
+               const Tensor& table,        // F32|BF16|F16[V, H]
                float scale, Tensor& out);  // F32[M, H]
 
 struct RmsNormConfig {
@@ -29,8 +29,8 @@ struct RmsNormConfig {
   bool unit_offset = false;  // Gemma: y = x̂ · (1 + w)
 };
 // out may alias x.
-void rms_norm(const Tensor& x,       // F32[M, H]
-              const Tensor& weight,  // F32|BF16|F16[H]
+void rms_norm(const Tensor& x,                            // F32[M, H]
+              const Tensor& weight,                       // F32|BF16|F16[H]
               const RmsNormConfig& config, Tensor& out);  // F32[M, H]
 
 // x += y, elementwise.
@@ -43,15 +43,16 @@ struct RopeTable {
   float attention_scaling = 1.0f;  // YaRN / longrope multiply cos and sin by this
   int rotary_dim = 0;              // dims rotated (head_dim unless partial rotary)
 };
-// Rotates x in place, "rotate_half" (NeoX) layout as transformers' Llama: pairs (i, i + rotary_dim/2).
-void rope(Tensor& x,                 // F32[T, heads, head_dim]
-          const Tensor& positions,   // I32[T]
+// Rotates x in place, "rotate_half" (NeoX) layout as transformers' Llama: pairs (i, i +
+// rotary_dim/2).
+void rope(Tensor& x,                // F32[T, heads, head_dim]
+          const Tensor& positions,  // I32[T]
           const RopeTable& table);
 
 enum class Activation { SiLU, GeluTanh };
 // out = act(gate) * up; out may alias gate.
-void gated_activation(const Tensor& gate,  // F32[M, I]
-                      const Tensor& up,    // F32[M, I]
+void gated_activation(const Tensor& gate,                   // F32[M, I]
+                      const Tensor& up,                     // F32[M, I]
                       Activation activation, Tensor& out);  // F32[M, I]
 
 // Row-wise softmax in place.
@@ -65,8 +66,8 @@ void softcap(Tensor& x, float cap);  // F32[M, N]
 // ---- Attention over paged K/V ----
 //
 // A layer's K/V live in fixed-size blocks of `block_tokens` tokens. A row's tokens 0..n-1 are found
-// through its block table: token t is at block_table[row][t / block_tokens], offset t % block_tokens.
-// The KV block layer (kv/) owns the blocks; these views are what kernels read.
+// through its block table: token t is at block_table[row][t / block_tokens], offset t %
+// block_tokens. The KV block layer (kv/) owns the blocks; these views are what kernels read.
 struct KvLayerView {
   Tensor k;  // F32|BF16|F16[num_blocks, block_tokens, kv_heads, head_dim]
   Tensor v;  // same shape and dtype as k
@@ -78,8 +79,10 @@ struct KvLayerView {
 // Per-step row layout, shared by every layer of a step.
 struct AttentionRows {
   int num_rows = 0;
-  const int32_t* query_start = nullptr;  // [num_rows + 1]: row r's queries are q[query_start[r]..query_start[r+1])
-  const int32_t* context_len = nullptr;  // [num_rows]: tokens in the row's KV after this step's writes
+  const int32_t* query_start =
+      nullptr;  // [num_rows + 1]: row r's queries are q[query_start[r]..query_start[r+1])
+  const int32_t* context_len =
+      nullptr;  // [num_rows]: tokens in the row's KV after this step's writes
   const int32_t* block_table = nullptr;  // [num_rows, max_blocks]
   int max_blocks = 0;
 };
@@ -90,9 +93,9 @@ struct AttentionParams {
   float softcap = 0.0f;  // > 0: scores = softcap · tanh(scores / softcap) (Gemma 2)
   int window = 0;        // > 0: sliding window of this many keys including the query's own
 };
-void attention(const Tensor& q,           // F32[T, q_heads, head_dim]
+void attention(const Tensor& q,  // F32[T, q_heads, head_dim]
                const KvLayerView& kv, const AttentionRows& rows, const AttentionParams& params,
-               Tensor& out);              // F32[T, q_heads, head_dim]
+               Tensor& out);  // F32[T, q_heads, head_dim]
 
 // Writes this step's K/V: token t goes to slot slots[t] = block * block_tokens + offset.
 void kv_write(const Tensor& k,      // F32[T, kv_heads, head_dim]

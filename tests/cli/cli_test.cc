@@ -41,7 +41,8 @@ std::string join(const std::vector<int32_t>& ids) {
 }
 
 std::filesystem::path temp_dir(const std::string& name) {
-  auto dir = std::filesystem::temp_directory_path() / ("ringlm_cli_" + name + "_" + std::to_string(getpid()));
+  auto dir = std::filesystem::temp_directory_path() /
+             ("ringlm_cli_" + name + "_" + std::to_string(getpid()));
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   return dir;
@@ -50,8 +51,9 @@ std::filesystem::path temp_dir(const std::string& name) {
 TEST(Cli, GenerateGivesTheGoldenGreedyTokens) {
   for (const std::string name : {"llama3", "qwen2"}) {
     const auto golden = testing::load_golden(name);
-    const Outcome out = run("generate --model " + testing::fixture_model_dir(name) + " --prompt-tokens " +
-                            join(golden.prompt) + " --max-tokens " + std::to_string(golden.greedy.size()));
+    const Outcome out =
+        run("generate --model " + testing::fixture_model_dir(name) + " --prompt-tokens " +
+            join(golden.prompt) + " --max-tokens " + std::to_string(golden.greedy.size()));
     ASSERT_EQ(out.exit_code, 0) << out.output;
     EXPECT_EQ(out.output.substr(0, out.output.find('\n')), join(golden.greedy)) << out.output;
   }
@@ -71,8 +73,9 @@ TEST(Cli, InspectIsLazyOnACheckpointLargerThanMemory) {
   std::ofstream(dir / "config.json") << R"({"model_type": "llama", "hidden_size": 65536,
     "intermediate_size": 8, "num_hidden_layers": 1, "num_attention_heads": 1, "vocab_size": 262144})";
   const uint64_t rows = 262144, cols = 65536, bytes = rows * cols * 4;  // 64 GiB of F32
-  std::string header = R"({"model.embed_tokens.weight":{"dtype":"F32","shape":[262144,65536],"data_offsets":[0,)" +
-                       std::to_string(bytes) + "]}}";
+  std::string header =
+      R"({"model.embed_tokens.weight":{"dtype":"F32","shape":[262144,65536],"data_offsets":[0,)" +
+      std::to_string(bytes) + "]}}";
   while (header.size() % 8 != 0) header += ' ';
   const auto path = dir / "model.safetensors";
   {
@@ -84,7 +87,8 @@ TEST(Cli, InspectIsLazyOnACheckpointLargerThanMemory) {
   ASSERT_EQ(truncate(path.c_str(), static_cast<off_t>(8 + header.size() + bytes)), 0);
   const Outcome out = run("inspect " + dir.string() + " --json");
   ASSERT_EQ(out.exit_code, 0) << out.output;
-  EXPECT_NE(out.output.find("\"bytes\": " + std::to_string(bytes)), std::string::npos) << out.output;
+  EXPECT_NE(out.output.find("\"bytes\": " + std::to_string(bytes)), std::string::npos)
+      << out.output;
   rusage usage{};
   getrusage(RUSAGE_CHILDREN, &usage);
   EXPECT_LT(usage.ru_maxrss, 256 * 1024) << "children's peak RSS in KiB";  // far below 64 GiB
@@ -93,13 +97,16 @@ TEST(Cli, InspectIsLazyOnACheckpointLargerThanMemory) {
 
 TEST(Cli, UnknownModelTypeListsTheSupportedOnes) {
   const auto dir = temp_dir("unknown");
-  std::filesystem::copy(testing::fixture_model_dir("llama3"), dir, std::filesystem::copy_options::recursive);
+  std::filesystem::copy(testing::fixture_model_dir("llama3"), dir,
+                        std::filesystem::copy_options::recursive);
   std::ofstream(dir / "config.json") << R"({"model_type": "frobnicator", "hidden_size": 8,
     "num_hidden_layers": 1, "num_attention_heads": 1, "vocab_size": 8})";
   const Outcome out = run("generate --model " + dir.string() + " --prompt-tokens 1,2");
   EXPECT_EQ(out.exit_code, 1);
-  EXPECT_NE(out.output.find("unsupported model_type 'frobnicator'"), std::string::npos) << out.output;
-  EXPECT_NE(out.output.find("gemma2, gemma3_text, llama, mistral, qwen2, qwen3"), std::string::npos) << out.output;
+  EXPECT_NE(out.output.find("unsupported model_type 'frobnicator'"), std::string::npos)
+      << out.output;
+  EXPECT_NE(out.output.find("gemma2, gemma3_text, llama, mistral, qwen2, qwen3"), std::string::npos)
+      << out.output;
   std::filesystem::remove_all(dir);
 }
 

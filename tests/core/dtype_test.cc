@@ -19,7 +19,8 @@ float round_to_bf16_reference(float x) {
   float flo, fhi;
   std::memcpy(&flo, &lo, 4);
   std::memcpy(&fhi, &hi, 4);
-  double dlo = std::fabs(static_cast<double>(x) - flo), dhi = std::fabs(static_cast<double>(x) - fhi);
+  double dlo = std::fabs(static_cast<double>(x) - flo),
+         dhi = std::fabs(static_cast<double>(x) - fhi);
   if (dlo < dhi) return flo;
   if (dhi < dlo) return fhi;
   return ((lo >> 16) & 1u) == 0 ? flo : fhi;

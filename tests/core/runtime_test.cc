@@ -66,7 +66,8 @@ TEST(Tensor, ViewsAndShapeChecks) {
     check_shape(t, {4, 5}, "weights");
     FAIL();
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("weights: shape F32[4, 6] does not match [4, 5]"), std::string::npos)
+    EXPECT_NE(std::string(e.what()).find("weights: shape F32[4, 6] does not match [4, 5]"),
+              std::string::npos)
         << e.what();
   }
 }

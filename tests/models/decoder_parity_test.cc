@@ -1,5 +1,6 @@
-// Every fixture architecture (Llama and Gemma families) against transformers goldens (logits at every prompt position, greedy
-// continuation), and the step machinery against itself (chunked, batched = serial, bit-exact).
+// Every fixture architecture (Llama and Gemma families) against transformers goldens (logits at
+// every prompt position, greedy continuation), and the step machinery against itself (chunked,
+// batched = serial, bit-exact).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -17,8 +18,8 @@ class DecoderParity : public ::testing::TestWithParam<std::string> {};
 
 // Runs the prompt as rows of `chunk`-token prefill steps, optionally beside a second row, and
 // returns the logits of every prompt position of the first row.
-std::vector<float> prompt_logits(models::Model& model, const std::vector<int32_t>& prompt, int64_t chunk,
-                                 const std::vector<int32_t>* neighbour) {
+std::vector<float> prompt_logits(models::Model& model, const std::vector<int32_t>& prompt,
+                                 int64_t chunk, const std::vector<int32_t>* neighbour) {
   engine::RunnerConfig rc;
   rc.kv_memory_bytes = size_t{64} << 20;
   rc.block_tokens = 16;
@@ -39,12 +40,19 @@ std::vector<float> prompt_logits(models::Model& model, const std::vector<int32_t
     if (neighbour != nullptr && start < neighbour->size()) {
       // The neighbour runs a different chunking so rows' token ranges never line up.
       const size_t n_end = std::min(neighbour->size(), start + static_cast<size_t>(chunk));
-      rows.push_back({other, {neighbour->begin() + static_cast<int64_t>(start),
-                              neighbour->begin() + static_cast<int64_t>(n_end)},
-                      static_cast<int64_t>(start), true, true});
+      rows.push_back({other,
+                      {neighbour->begin() + static_cast<int64_t>(start),
+                       neighbour->begin() + static_cast<int64_t>(n_end)},
+                      static_cast<int64_t>(start),
+                      true,
+                      true});
     }
-    rows.push_back({seq, {prompt.begin() + static_cast<int64_t>(start), prompt.begin() + static_cast<int64_t>(end)},
-                    static_cast<int64_t>(start), true, true});
+    rows.push_back(
+        {seq,
+         {prompt.begin() + static_cast<int64_t>(start), prompt.begin() + static_cast<int64_t>(end)},
+         static_cast<int64_t>(start),
+         true,
+         true});
     kv::StepPlan plan(rows, cache);
     Tensor logits = runner.step(plan);
     const int mine = static_cast<int>(rows.size()) - 1;
@@ -61,7 +69,8 @@ TEST_P(DecoderParity, LogitsMatchTransformersAtEveryPosition) {
   const Golden golden = testing::load_golden(GetParam());
   auto model = models::load_model(testing::fixture_model_dir(GetParam()));
   ASSERT_EQ(model->vocab_size(), golden.vocab);
-  const auto logits = prompt_logits(*model, golden.prompt, static_cast<int64_t>(golden.prompt.size()), nullptr);
+  const auto logits =
+      prompt_logits(*model, golden.prompt, static_cast<int64_t>(golden.prompt.size()), nullptr);
   ASSERT_EQ(logits.size(), golden.logits.size());
   const auto positions = golden.prompt.size();
   for (size_t p = 0; p < positions; ++p) {
@@ -92,7 +101,8 @@ TEST_P(DecoderParity, GreedyContinuationMatchesTransformers) {
 TEST_P(DecoderParity, ChunkedAndBatchedPrefillEqualsSerialBitExactly) {
   const Golden golden = testing::load_golden(GetParam());
   auto model = models::load_model(testing::fixture_model_dir(GetParam()));
-  const auto whole = prompt_logits(*model, golden.prompt, static_cast<int64_t>(golden.prompt.size()), nullptr);
+  const auto whole =
+      prompt_logits(*model, golden.prompt, static_cast<int64_t>(golden.prompt.size()), nullptr);
   std::vector<int32_t> neighbour(golden.prompt.rbegin(), golden.prompt.rend());
   neighbour.resize(neighbour.size() / 2 + 3);
   for (int64_t chunk : {1, 7, 16, 33}) {
@@ -124,7 +134,8 @@ TEST_P(DecoderParity, ManyPromptsBatchedGiveEachItsSerialTokens) {
     const auto alone = engine::generate_greedy(alone_runner, {prompts[i]}, options);
     EXPECT_EQ(batched.tokens[i], alone.tokens[0]) << "prompt " << i;
   }
-  EXPECT_EQ(std::vector<int32_t>(golden.greedy.begin(), golden.greedy.begin() + 12), batched.tokens[0]);
+  EXPECT_EQ(std::vector<int32_t>(golden.greedy.begin(), golden.greedy.begin() + 12),
+            batched.tokens[0]);
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, DecoderParity, ::testing::ValuesIn(testing::all_fixtures()),

@@ -36,8 +36,9 @@ inline Golden load_golden(const std::string& name) {
 
 // Every fixture checkpoint under tests/fixtures/models (see its README).
 inline const std::vector<std::string>& all_fixtures() {
-  static const std::vector<std::string> names = {"llama3", "llama_yarn", "llama_linear", "mistral",
-                                                 "mistral_sw", "qwen2", "qwen3", "gemma2", "gemma3"};
+  static const std::vector<std::string> names = {"llama3",  "llama_yarn", "llama_linear",
+                                                 "mistral", "mistral_sw", "qwen2",
+                                                 "qwen3",   "gemma2",     "gemma3"};
   return names;
 }
 
