@@ -69,8 +69,8 @@ class WeightStore {
   const std::vector<std::unique_ptr<SafetensorsFile>>& files() const { return files_; }
 
   uint64_t total_bytes() const;  // sum of tensor byte sizes
-  uint64_t total_parameters()
-      const;  // sum of element counts (packed quantized tensors count codes)
+  // Sum of element counts (packed quantized tensors count codes).
+  uint64_t total_parameters() const;
 
  private:
   std::string dir_;
