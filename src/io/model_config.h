@@ -15,12 +15,15 @@
 namespace ringlm::io {
 
 struct RopeScaling {
+  // "type" (the old spelling) is read as rope_type.
   std::string rope_type = "default";  // default | linear | llama3 | yarn | dynamic | longrope ...
   double rope_theta = 10000.0;
   double factor = 1.0;
   // llama3
   double low_freq_factor = 1.0;
   double high_freq_factor = 4.0;
+  // 0 when absent: transformers then uses max_position_embeddings (and for yarn the presence of
+  // the field changes how the attention factor is derived, so absence is kept visible).
   int64_t original_max_position_embeddings = 0;
   // yarn
   double beta_fast = 32.0;
@@ -32,9 +35,15 @@ struct RopeScaling {
   double partial_rotary_factor = 1.0;
 };
 
+// MLX-style "quantization" / "quantization_config": {"group_size": 64, "bits": 4, "mode": "affine",
+// "<module path>": {"group_size": 64, "bits": 8} | false, ...}.
 struct QuantizationConfig {
   int group_size = 0;  // 0: not quantized
   int bits = 0;
+  // "affine" for MLX affine quantization (the default when group_size/bits are given); another
+  // MLX mode ("mxfp4", ...) or a transformers quant_method ("gptq", "fp8", ...) is recorded here
+  // with group_size 0 so that the model loader can refuse it by name.
+  std::string mode;
   // Per-module overrides keyed by module path (e.g. "model.layers.0.mlp.down_proj"); a value
   // of group_size 0 means that module is not quantized.
   std::map<std::string, std::pair<int, int>> overrides;  // path -> (group_size, bits)
@@ -64,8 +73,13 @@ struct ModelConfig {
   std::map<std::string, RopeScaling> rope;
 
   // Sliding window attention.
-  int64_t sliding_window = 0;            // 0: none
-  std::vector<std::string> layer_types;  // per layer: "full_attention" | "sliding_attention"
+  int64_t sliding_window = 0;  // 0: none
+  // Per layer: "full_attention" | "sliding_attention" (other kinds a config names, such as
+  // "linear_attention", are kept as written). Given by config.json or derived as transformers does
+  // (gemma3: sliding_window_pattern, gemma2: alternating, qwen2/3: layers >= max_window_layers,
+  // mistral and others: all layers once sliding_window is set). With sliding_window == 0 no layer
+  // is "sliding_attention".
+  std::vector<std::string> layer_types;
 
   // Gemma family.
   double query_pre_attn_scalar = 0;    // 0: use head_dim
@@ -80,6 +94,11 @@ struct ModelConfig {
 
   nlohmann::json raw;       // the whole config.json, for fields a model family reads itself
   nlohmann::json text_raw;  // the text model's part (== raw unless text_config exists)
+
+  // Rope of a layer: rope[layer_types[layer]] if present, else rope["full_attention"].
+  const RopeScaling& rope_for_layer(int64_t layer) const;
+  // True when the layer attends within sliding_window (> 0) tokens.
+  bool is_sliding_layer(int64_t layer) const;
 };
 
 struct GenerationConfig {
@@ -99,5 +118,9 @@ ModelConfig load_model_config(const std::string& model_dir);
 ModelConfig parse_model_config(const nlohmann::json& config, const std::string& source);
 // Absent generation_config.json gives defaults (eos from config.json is merged by the caller).
 GenerationConfig load_generation_config(const std::string& model_dir);
+GenerationConfig parse_generation_config(const nlohmann::json& config, const std::string& source);
+
+// The ids that end generation: generation_config's eos ids, then config.json's, without repeats.
+std::vector<int64_t> stop_token_ids(const ModelConfig& config, const GenerationConfig& generation);
 
 }  // namespace ringlm::io

@@ -22,11 +22,14 @@ struct TensorInfo {
   uint64_t begin = 0;  // byte offsets into the data section (after the header)
   uint64_t end = 0;
   std::string file;  // path of the file holding it
+
+  uint64_t nbytes() const { return end - begin; }
+  uint64_t numel() const;  // product of shape (1 for a scalar)
 };
 
 // One mapped .safetensors file. Throws ringlm::Error naming the file (and tensor) when the header
 // is not valid JSON, a dtype is unknown, shape × dtype size != byte range, a range leaves the file,
-// or two ranges overlap.
+// or two ranges overlap. The mapping is read-only: writing through a returned Tensor faults.
 class SafetensorsFile {
  public:
   explicit SafetensorsFile(const std::string& path);
@@ -43,10 +46,9 @@ class SafetensorsFile {
 
  private:
   std::string path_;
-  int fd_ = -1;
   const std::byte* map_ = nullptr;
   size_t map_size_ = 0;
-  size_t data_offset_ = 0;
+  size_t data_offset_ = 0;  // 8 + header length
   std::map<std::string, TensorInfo> tensors_;
   std::map<std::string, std::string> metadata_;
 };
@@ -63,10 +65,12 @@ class WeightStore {
   const TensorInfo& info(const std::string& name) const;
   std::vector<std::string> names() const;  // sorted
   const std::string& dir() const { return dir_; }
+  // The mapped files, in load order (index shards sorted by name, or the directory's files).
+  const std::vector<std::unique_ptr<SafetensorsFile>>& files() const { return files_; }
 
   uint64_t total_bytes() const;  // sum of tensor byte sizes
-  uint64_t total_parameters()
-      const;  // sum of element counts (packed quantized tensors count codes)
+  // Sum of element counts (packed quantized tensors count codes).
+  uint64_t total_parameters() const;
 
  private:
   std::string dir_;
@@ -74,7 +78,9 @@ class WeightStore {
   std::map<std::string, const SafetensorsFile*> owner_;
 };
 
-// Writes tensors to a .safetensors file (header sorted by name, 8-byte aligned data). Used by the
+// Writes tensors to a .safetensors file (header sorted by name, 8-byte aligned data section, data
+// ordered by dtype size then name so every tensor is aligned to its element size). Writes a
+// temporary file next to `path` and renames it, so readers never see a partial file. Used by the
 // random-model tool, KV persistence and tests.
 struct TensorToWrite {
   std::string name;
