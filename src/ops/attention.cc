@@ -1,0 +1,103 @@
+// Dispatch for attention and kv_write: shapes, dtypes and the row layout (query ranges, context
+// lengths, block tables) are checked here once, so kernels can trust every index they follow.
+#include <cmath>
+#include <cstdint>
+
+#include "backends/cpu/cpu_ops.h"
+#include "ops/check.h"
+#include "ops/ops.h"
+
+namespace ringlm::ops {
+
+namespace {
+void check_kv_view(const KvLayerView& kv, const char* op) {
+  const std::string k_what = std::string(op) + " kv.k", v_what = std::string(op) + " kv.v";
+  detail::check_float_storage(kv.k, k_what.c_str());
+  check_shape(kv.k, {-1, -1, -1, -1}, k_what.c_str());
+  detail::check_contiguous(kv.k, k_what.c_str());
+  check_dtype(kv.v, kv.k.dtype, v_what.c_str());
+  check_shape(kv.v, {kv.k.shape[0], kv.k.shape[1], kv.k.shape[2], kv.k.shape[3]}, v_what.c_str());
+  detail::check_contiguous(kv.v, v_what.c_str());
+  RINGLM_CHECK(kv.k.shape[1] > 0 && kv.k.shape[2] > 0 && kv.k.shape[3] > 0, op,
+               ": empty K/V block layout ", kv.k.describe());
+}
+
+// Query ranges cover [0, T) in order; every row fits its queries in its context, and the blocks
+// its context needs are valid block ids.
+void check_rows(const AttentionRows& rows, int64_t T, int64_t num_blocks, int block_tokens) {
+  RINGLM_CHECK(rows.num_rows >= 0, "attention: num_rows ", rows.num_rows, " is negative");
+  if (rows.num_rows == 0) {
+    RINGLM_CHECK(T == 0, "attention: ", T, " query tokens but no rows");
+    return;
+  }
+  RINGLM_CHECK(rows.query_start != nullptr && rows.context_len != nullptr &&
+                   rows.block_table != nullptr,
+               "attention: rows.query_start, context_len and block_table must be set");
+  RINGLM_CHECK(rows.query_start[0] == 0, "attention: query_start[0] is ", rows.query_start[0],
+               ", expected 0");
+  RINGLM_CHECK(rows.query_start[rows.num_rows] == T, "attention: query_start[num_rows] is ",
+               rows.query_start[rows.num_rows], " but q has ", T, " tokens");
+  for (int r = 0; r < rows.num_rows; ++r) {
+    const int64_t n = int64_t{rows.query_start[r + 1]} - rows.query_start[r];
+    const int64_t ctx = rows.context_len[r];
+    RINGLM_CHECK(n >= 0, "attention: row ", r, " has query_start decreasing (", rows.query_start[r],
+                 " -> ", rows.query_start[r + 1], ")");
+    RINGLM_CHECK(ctx >= n, "attention: row ", r, " has context_len ", ctx, " < its ", n,
+                 " queries");
+    const int64_t blocks = (ctx + block_tokens - 1) / block_tokens;
+    RINGLM_CHECK(n == 0 || blocks <= rows.max_blocks, "attention: row ", r, " needs ", blocks,
+                 " blocks for ", ctx, " tokens but max_blocks is ", rows.max_blocks);
+    if (n == 0) continue;
+    const int32_t* table = rows.block_table + static_cast<int64_t>(r) * rows.max_blocks;
+    for (int64_t b = 0; b < blocks; ++b) {
+      RINGLM_CHECK(table[b] >= 0 && table[b] < num_blocks, "attention: row ", r, " block_table[",
+                   b, "] = ", table[b], " is outside [0, ", num_blocks, ")");
+    }
+  }
+}
+}  // namespace
+
+void attention(const Tensor& q, const KvLayerView& kv, const AttentionRows& rows,
+               const AttentionParams& params, Tensor& out) {
+  detail::require_cpu("attention", {&q, &kv.k, &kv.v, &out});
+  check_dtype(q, DType::F32, "attention q");
+  check_shape(q, {-1, -1, -1}, "attention q");
+  detail::check_contiguous(q, "attention q");
+  check_kv_view(kv, "attention");
+  check_shape(q, {-1, -1, kv.head_dim()}, "attention q (head_dim of the K/V cache)");
+  RINGLM_CHECK(q.shape[1] > 0 && q.shape[1] % kv.kv_heads() == 0, "attention: ", q.shape[1],
+               " query heads are not a positive multiple of ", kv.kv_heads(), " kv heads");
+  check_dtype(out, DType::F32, "attention out");
+  check_shape(out, {q.shape[0], q.shape[1], q.shape[2]}, "attention out");
+  detail::check_contiguous(out, "attention out");
+  detail::check_same_or_disjoint(out, q, "attention out");
+  RINGLM_CHECK(std::isfinite(params.scale), "attention: scale is not finite");
+  RINGLM_CHECK(params.softcap >= 0.0f && std::isfinite(params.softcap), "attention: softcap ",
+               params.softcap, " must be finite and >= 0");
+  RINGLM_CHECK(params.window >= 0, "attention: window ", params.window, " is negative");
+  check_rows(rows, q.shape[0], kv.k.shape[0], kv.block_tokens());
+  cpu::attention(q, kv, rows, params, out);
+}
+
+void kv_write(const Tensor& k, const Tensor& v, const Tensor& slots, KvLayerView& kv) {
+  detail::require_cpu("kv_write", {&k, &v, &slots, &kv.k, &kv.v});
+  check_kv_view(kv, "kv_write");
+  check_dtype(k, DType::F32, "kv_write k");
+  check_shape(k, {-1, kv.kv_heads(), kv.head_dim()}, "kv_write k");
+  detail::check_contiguous(k, "kv_write k");
+  check_dtype(v, DType::F32, "kv_write v");
+  check_shape(v, {k.shape[0], kv.kv_heads(), kv.head_dim()}, "kv_write v");
+  detail::check_contiguous(v, "kv_write v");
+  check_dtype(slots, DType::I32, "kv_write slots");
+  check_shape(slots, {k.shape[0]}, "kv_write slots");
+  detail::check_contiguous(slots, "kv_write slots");
+  const int64_t capacity = kv.k.shape[0] * kv.k.shape[1];
+  for (int64_t t = 0; t < slots.shape[0]; ++t) {
+    const int32_t s = slots.ptr<const int32_t>()[t];
+    RINGLM_CHECK(s >= 0 && s < capacity, "kv_write: slot ", s, " of token ", t,
+                 " is outside the cache [0, ", capacity, ")");
+  }
+  cpu::kv_write(k, v, slots, kv);
+}
+
+}  // namespace ringlm::ops

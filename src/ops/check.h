@@ -1,0 +1,23 @@
+// Argument checks shared by the op dispatchers (ops/*.cc). Each throws ringlm::Error naming the
+// op and the argument.
+#pragma once
+
+#include <initializer_list>
+
+#include "core/tensor.h"
+
+namespace ringlm::ops::detail {
+
+// Every tensor on the CPU (the only backend built so far); a CUDA tensor gets a clear error.
+void require_cpu(const char* op, std::initializer_list<const Tensor*> tensors);
+// dtype is F32, BF16 or F16 (weights keep their checkpoint dtype).
+void check_float_storage(const Tensor& t, const char* what);
+// Row-major with contiguous rows; rows may be further apart than their length (row views).
+void check_rows(const Tensor& t, const char* what);
+void check_contiguous(const Tensor& t, const char* what);
+// The byte ranges of a and b do not overlap (for outputs that must not alias an input).
+void check_no_overlap(const Tensor& a, const Tensor& b, const char* what);
+// a and b are the same view (in-place use), or do not overlap.
+void check_same_or_disjoint(const Tensor& a, const Tensor& b, const char* what);
+
+}  // namespace ringlm::ops::detail

@@ -1,0 +1,102 @@
+// Dispatch for the row-wise ops: embedding, rms_norm, add_inplace, gated_activation, softmax,
+// argmax, softcap. Checks, then the backend of the tensors' device.
+#include <cmath>
+#include <cstdint>
+
+#include "backends/cpu/cpu_ops.h"
+#include "ops/check.h"
+#include "ops/ops.h"
+
+namespace ringlm::ops {
+
+namespace {
+// F32[M, N] with contiguous rows.
+void check_f32_matrix(const Tensor& t, const char* what) {
+  check_dtype(t, DType::F32, what);
+  check_shape(t, {-1, -1}, what);
+  detail::check_rows(t, what);
+}
+}  // namespace
+
+void embedding(const Tensor& ids, const Tensor& table, float scale, Tensor& out) {
+  detail::require_cpu("embedding", {&ids, &table, &out});
+  check_dtype(ids, DType::I32, "embedding ids");
+  check_shape(ids, {-1}, "embedding ids");
+  detail::check_contiguous(ids, "embedding ids");
+  detail::check_float_storage(table, "embedding table");
+  check_shape(table, {-1, -1}, "embedding table");
+  detail::check_contiguous(table, "embedding table");
+  check_f32_matrix(out, "embedding out");
+  check_shape(out, {ids.shape[0], table.shape[1]}, "embedding out");
+  RINGLM_CHECK(std::isfinite(scale), "embedding: scale ", scale, " is not finite");
+  const int64_t vocab = table.shape[0];
+  for (int64_t m = 0; m < ids.shape[0]; ++m) {
+    const int32_t id = ids.ptr<const int32_t>()[m];
+    RINGLM_CHECK(id >= 0 && id < vocab, "embedding: token id ", id, " at index ", m,
+                 " is outside the vocabulary [0, ", vocab, ")");
+  }
+  cpu::embedding(ids, table, scale, out);
+}
+
+void rms_norm(const Tensor& x, const Tensor& weight, const RmsNormConfig& config, Tensor& out) {
+  detail::require_cpu("rms_norm", {&x, &weight, &out});
+  check_f32_matrix(x, "rms_norm x");
+  detail::check_float_storage(weight, "rms_norm weight");
+  check_shape(weight, {x.shape[1]}, "rms_norm weight");
+  detail::check_contiguous(weight, "rms_norm weight");
+  check_f32_matrix(out, "rms_norm out");
+  check_shape(out, {x.shape[0], x.shape[1]}, "rms_norm out");
+  detail::check_same_or_disjoint(out, x, "rms_norm out");
+  RINGLM_CHECK(config.eps >= 0.0f && std::isfinite(config.eps), "rms_norm: eps ", config.eps,
+               " must be finite and >= 0");
+  RINGLM_CHECK(x.shape[1] > 0 || x.shape[0] == 0, "rms_norm: empty rows");
+  cpu::rms_norm(x, weight, config, out);
+}
+
+void add_inplace(Tensor& x, const Tensor& y) {
+  detail::require_cpu("add_inplace", {&x, &y});
+  check_f32_matrix(x, "add_inplace x");
+  check_f32_matrix(y, "add_inplace y");
+  check_shape(y, {x.shape[0], x.shape[1]}, "add_inplace y");
+  detail::check_same_or_disjoint(x, y, "add_inplace x");
+  cpu::add_inplace(x, y);
+}
+
+void gated_activation(const Tensor& gate, const Tensor& up, Activation activation, Tensor& out) {
+  detail::require_cpu("gated_activation", {&gate, &up, &out});
+  check_f32_matrix(gate, "gated_activation gate");
+  check_f32_matrix(up, "gated_activation up");
+  check_shape(up, {gate.shape[0], gate.shape[1]}, "gated_activation up");
+  check_f32_matrix(out, "gated_activation out");
+  check_shape(out, {gate.shape[0], gate.shape[1]}, "gated_activation out");
+  RINGLM_CHECK(activation == Activation::SiLU || activation == Activation::GeluTanh,
+               "gated_activation: unknown activation ", static_cast<int>(activation));
+  detail::check_same_or_disjoint(out, gate, "gated_activation out");
+  detail::check_same_or_disjoint(out, up, "gated_activation out");
+  cpu::gated_activation(gate, up, activation, out);
+}
+
+void softmax(Tensor& x) {
+  detail::require_cpu("softmax", {&x});
+  check_f32_matrix(x, "softmax x");
+  cpu::softmax(x);
+}
+
+void argmax(const Tensor& x, Tensor& out) {
+  detail::require_cpu("argmax", {&x, &out});
+  check_f32_matrix(x, "argmax x");
+  RINGLM_CHECK(x.shape[1] > 0 || x.shape[0] == 0, "argmax: rows of x are empty: ", x.describe());
+  check_dtype(out, DType::I32, "argmax out");
+  check_shape(out, {x.shape[0]}, "argmax out");
+  detail::check_contiguous(out, "argmax out");
+  cpu::argmax(x, out);
+}
+
+void softcap(Tensor& x, float cap) {
+  detail::require_cpu("softcap", {&x});
+  check_f32_matrix(x, "softcap x");
+  RINGLM_CHECK(cap > 0.0f && std::isfinite(cap), "softcap: cap ", cap, " must be finite and > 0");
+  cpu::softcap(x, cap);
+}
+
+}  // namespace ringlm::ops

@@ -1,0 +1,30 @@
+// matmul: checks, then the backend of the tensors' device.
+#include "backends/cpu/cpu_ops.h"
+#include "ops/check.h"
+#include "ops/ops.h"
+
+namespace ringlm::ops {
+
+void matmul(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& y) {
+  detail::require_cpu("matmul", {&x, &w, &bias, &y});
+  check_dtype(x, DType::F32, "matmul x");
+  check_shape(x, {-1, -1}, "matmul x");
+  detail::check_float_storage(w, "matmul w");
+  check_shape(w, {-1, x.shape[1]}, "matmul w");
+  detail::check_contiguous(w, "matmul w");
+  const int64_t n = w.shape[0];
+  if (!bias.empty()) {
+    detail::check_float_storage(bias, "matmul bias");
+    check_shape(bias, {n}, "matmul bias");
+    detail::check_contiguous(bias, "matmul bias");
+  }
+  check_dtype(y, DType::F32, "matmul y");
+  check_shape(y, {x.shape[0], n}, "matmul y");
+  detail::check_rows(x, "matmul x");
+  detail::check_rows(y, "matmul y");
+  detail::check_no_overlap(y, x, "matmul y");
+  detail::check_no_overlap(y, w, "matmul y");
+  cpu::matmul(x, w, bias, y);
+}
+
+}  // namespace ringlm::ops

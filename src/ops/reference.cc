@@ -1,0 +1,223 @@
+#include "ops/reference.h"
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+namespace ringlm::ops::reference {
+
+float load_f32(const Tensor& t, int64_t i) {
+  switch (t.dtype) {
+    case DType::F32:
+      return t.ptr<const float>()[i];
+    case DType::BF16:
+      return bf16_to_f32(t.ptr<const bf16_t>()[i]);
+    case DType::F16:
+      return f16_to_f32(t.ptr<const f16_t>()[i]);
+    default:
+      RINGLM_FAIL("reference: not a float dtype: ", dtype_name(t.dtype));
+  }
+}
+
+namespace {
+float& at(const Tensor& t, int64_t r, int64_t c) { return t.ptr<float>()[r * t.strides[0] + c]; }
+}  // namespace
+
+void matmul(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& y) {
+  const int64_t M = x.shape[0], K = x.shape[1], N = w.shape[0];
+  for (int64_t m = 0; m < M; ++m) {
+    for (int64_t n = 0; n < N; ++n) {
+      double sum = bias.empty() ? 0.0 : load_f32(bias, n);
+      for (int64_t k = 0; k < K; ++k) sum += double{at(x, m, k)} * load_f32(w, n * K + k);
+      at(y, m, n) = static_cast<float>(sum);
+    }
+  }
+}
+
+void embedding(const Tensor& ids, const Tensor& table, float scale, Tensor& out) {
+  const int64_t H = table.shape[1];
+  for (int64_t m = 0; m < ids.shape[0]; ++m) {
+    const int64_t id = ids.ptr<const int32_t>()[m];
+    for (int64_t h = 0; h < H; ++h) at(out, m, h) = load_f32(table, id * H + h) * scale;
+  }
+}
+
+void rms_norm(const Tensor& x, const Tensor& weight, const RmsNormConfig& config, Tensor& out) {
+  const int64_t H = x.shape[1];
+  for (int64_t m = 0; m < x.shape[0]; ++m) {
+    double sumsq = 0.0;
+    for (int64_t h = 0; h < H; ++h) sumsq += double{at(x, m, h)} * at(x, m, h);
+    const double r = 1.0 / std::sqrt(sumsq / static_cast<double>(H) + config.eps);
+    for (int64_t h = 0; h < H; ++h) {
+      const double w = load_f32(weight, h);
+      at(out, m, h) = static_cast<float>(at(x, m, h) * r * (config.unit_offset ? 1.0 + w : w));
+    }
+  }
+}
+
+void add_inplace(Tensor& x, const Tensor& y) {
+  for (int64_t m = 0; m < x.shape[0]; ++m)
+    for (int64_t h = 0; h < x.shape[1]; ++h) at(x, m, h) += at(y, m, h);
+}
+
+void rope(Tensor& x, const Tensor& positions, const RopeTable& table) {
+  const int64_t heads = x.shape[1], D = x.shape[2], half = table.rotary_dim / 2;
+  for (int64_t t = 0; t < x.shape[0]; ++t) {
+    const auto pos = static_cast<float>(positions.ptr<const int32_t>()[t]);
+    for (int64_t h = 0; h < heads; ++h) {
+      float* v = x.ptr<float>() + (t * heads + h) * D;
+      for (int64_t i = 0; i < half; ++i) {
+        // The angle in f32 as transformers (inv_freq @ position_ids in float32).
+        const double angle = pos * table.inv_freq[static_cast<size_t>(i)];
+        const double c = std::cos(angle) * table.attention_scaling;
+        const double s = std::sin(angle) * table.attention_scaling;
+        const double x1 = v[i], x2 = v[i + half];
+        v[i] = static_cast<float>(x1 * c - x2 * s);
+        v[i + half] = static_cast<float>(x2 * c + x1 * s);
+      }
+    }
+  }
+}
+
+void gated_activation(const Tensor& gate, const Tensor& up, Activation activation, Tensor& out) {
+  for (int64_t m = 0; m < gate.shape[0]; ++m) {
+    for (int64_t i = 0; i < gate.shape[1]; ++i) {
+      const double g = at(gate, m, i), u = at(up, m, i);
+      double a;
+      if (activation == Activation::SiLU) {
+        a = g / (1.0 + std::exp(-g));
+      } else {
+        a = 0.5 * g * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (g + 0.044715 * g * g * g)));
+      }
+      at(out, m, i) = static_cast<float>(a * u);
+    }
+  }
+}
+
+void softmax(Tensor& x) {
+  const int64_t N = x.shape[1];
+  for (int64_t m = 0; m < x.shape[0]; ++m) {
+    double mx = -std::numeric_limits<double>::infinity();
+    bool nan = false;
+    for (int64_t n = 0; n < N; ++n) {
+      nan = nan || std::isnan(at(x, m, n));
+      mx = std::max(mx, double{at(x, m, n)});
+    }
+    if (nan || mx == -std::numeric_limits<double>::infinity()) {
+      for (int64_t n = 0; n < N; ++n) at(x, m, n) = std::numeric_limits<float>::quiet_NaN();
+      continue;
+    }
+    double sum = 0.0;
+    for (int64_t n = 0; n < N; ++n) sum += std::exp(at(x, m, n) - mx);
+    for (int64_t n = 0; n < N; ++n) at(x, m, n) = static_cast<float>(std::exp(at(x, m, n) - mx) / sum);
+  }
+}
+
+void argmax(const Tensor& x, Tensor& out) {
+  for (int64_t m = 0; m < x.shape[0]; ++m) {
+    int64_t best = 0;
+    for (int64_t n = 0; n < x.shape[1]; ++n) {
+      const float v = at(x, m, n);
+      if (std::isnan(v)) {  // torch.argmax: NaN is the maximum, the first one wins
+        best = n;
+        break;
+      }
+      if (v > at(x, m, best)) best = n;
+    }
+    out.ptr<int32_t>()[m] = static_cast<int32_t>(best);
+  }
+}
+
+void softcap(Tensor& x, float cap) {
+  for (int64_t m = 0; m < x.shape[0]; ++m)
+    for (int64_t n = 0; n < x.shape[1]; ++n)
+      at(x, m, n) = static_cast<float>(cap * std::tanh(double{at(x, m, n)} / cap));
+}
+
+void attention(const Tensor& q, const KvLayerView& kv, const AttentionRows& rows,
+               const AttentionParams& params, Tensor& out) {
+  const int64_t QH = q.shape[1], D = q.shape[2], KVH = kv.kv_heads(), bt = kv.block_tokens();
+  const int64_t group = QH / KVH;
+  for (int r = 0; r < rows.num_rows; ++r) {
+    const int64_t q0 = rows.query_start[r], n = rows.query_start[r + 1] - q0;
+    const int64_t ctx = rows.context_len[r];
+    if (n == 0) continue;
+    // Dense copies of this row's keys and values: [ctx, KVH, D].
+    std::vector<double> keys(static_cast<size_t>(ctx * KVH * D)), vals(keys.size());
+    for (int64_t j = 0; j < ctx; ++j) {
+      const int64_t block = rows.block_table[int64_t{r} * rows.max_blocks + j / bt];
+      const int64_t slot = block * bt + j % bt;
+      for (int64_t e = 0; e < KVH * D; ++e) {
+        keys[static_cast<size_t>(j * KVH * D + e)] = load_f32(kv.k, slot * KVH * D + e);
+        vals[static_cast<size_t>(j * KVH * D + e)] = load_f32(kv.v, slot * KVH * D + e);
+      }
+    }
+    // Explicit mask [n, ctx]: query i sits at position ctx - n + i.
+    std::vector<char> mask(static_cast<size_t>(n * ctx));
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t pos = ctx - n + i;
+      for (int64_t j = 0; j < ctx; ++j) {
+        const bool causal = j <= pos;
+        const bool in_window = params.window <= 0 || j > pos - params.window;
+        mask[static_cast<size_t>(i * ctx + j)] = causal && in_window;
+      }
+    }
+    std::vector<double> scores(static_cast<size_t>(ctx));
+    for (int64_t i = 0; i < n; ++i) {
+      for (int64_t h = 0; h < QH; ++h) {
+        const int64_t g = h / group;
+        const float* qv = q.ptr<const float>() + ((q0 + i) * QH + h) * D;
+        double mx = -std::numeric_limits<double>::infinity();
+        for (int64_t j = 0; j < ctx; ++j) {
+          if (!mask[static_cast<size_t>(i * ctx + j)]) continue;
+          double s = 0.0;
+          for (int64_t d = 0; d < D; ++d) s += qv[d] * keys[static_cast<size_t>((j * KVH + g) * D + d)];
+          s *= params.scale;
+          if (params.softcap > 0.0f) s = params.softcap * std::tanh(s / params.softcap);
+          scores[static_cast<size_t>(j)] = s;
+          mx = std::max(mx, s);
+        }
+        double sum = 0.0;
+        std::vector<double> acc(static_cast<size_t>(D), 0.0);
+        for (int64_t j = 0; j < ctx; ++j) {
+          if (!mask[static_cast<size_t>(i * ctx + j)]) continue;
+          const double p = std::exp(scores[static_cast<size_t>(j)] - mx);
+          sum += p;
+          for (int64_t d = 0; d < D; ++d) acc[static_cast<size_t>(d)] += p * vals[static_cast<size_t>((j * KVH + g) * D + d)];
+        }
+        float* o = out.ptr<float>() + ((q0 + i) * QH + h) * D;
+        for (int64_t d = 0; d < D; ++d) o[d] = static_cast<float>(acc[static_cast<size_t>(d)] / sum);
+      }
+    }
+  }
+}
+
+void kv_write(const Tensor& k, const Tensor& v, const Tensor& slots, KvLayerView& kv) {
+  const int64_t row = k.shape[1] * k.shape[2];
+  for (int64_t t = 0; t < k.shape[0]; ++t) {
+    const int64_t slot = slots.ptr<const int32_t>()[t];
+    for (int64_t e = 0; e < row; ++e) {
+      const float kf = k.ptr<const float>()[t * row + e], vf = v.ptr<const float>()[t * row + e];
+      const int64_t dst = slot * row + e;
+      switch (kv.k.dtype) {
+        case DType::F32:
+          kv.k.ptr<float>()[dst] = kf;
+          kv.v.ptr<float>()[dst] = vf;
+          break;
+        case DType::BF16:
+          kv.k.ptr<bf16_t>()[dst] = f32_to_bf16(kf);
+          kv.v.ptr<bf16_t>()[dst] = f32_to_bf16(vf);
+          break;
+        case DType::F16:
+          kv.k.ptr<f16_t>()[dst] = f32_to_f16(kf);
+          kv.v.ptr<f16_t>()[dst] = f32_to_f16(vf);
+          break;
+        default:
+          RINGLM_FAIL("reference kv_write: unsupported dtype");
+      }
+    }
+  }
+}
+
+}  // namespace ringlm::ops::reference

@@ -1,0 +1,27 @@
+// Plain scalar reference implementations of every op in ops/ops.h, for tests to compare with.
+// Straightforward loops, double accumulation, no SIMD, no threads, no paging tricks: attention
+// gathers each row's K/V into a dense copy and builds an explicit causal/window mask.
+// Same signatures and conventions as ops/ops.h (CPU tensors only; no argument checks).
+#pragma once
+
+#include "ops/ops.h"
+
+namespace ringlm::ops::reference {
+
+void matmul(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& y);
+void embedding(const Tensor& ids, const Tensor& table, float scale, Tensor& out);
+void rms_norm(const Tensor& x, const Tensor& weight, const RmsNormConfig& config, Tensor& out);
+void add_inplace(Tensor& x, const Tensor& y);
+void rope(Tensor& x, const Tensor& positions, const RopeTable& table);
+void gated_activation(const Tensor& gate, const Tensor& up, Activation activation, Tensor& out);
+void softmax(Tensor& x);
+void argmax(const Tensor& x, Tensor& out);
+void softcap(Tensor& x, float cap);
+void attention(const Tensor& q, const KvLayerView& kv, const AttentionRows& rows,
+               const AttentionParams& params, Tensor& out);
+void kv_write(const Tensor& k, const Tensor& v, const Tensor& slots, KvLayerView& kv);
+
+// Element i of a float tensor's storage (F32/BF16/F16), widened to f32.
+float load_f32(const Tensor& t, int64_t i);
+
+}  // namespace ringlm::ops::reference

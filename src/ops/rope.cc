@@ -1,0 +1,34 @@
+// Dispatch for rope.
+#include <cmath>
+#include <cstdint>
+
+#include "backends/cpu/cpu_ops.h"
+#include "ops/check.h"
+#include "ops/ops.h"
+
+namespace ringlm::ops {
+
+void rope(Tensor& x, const Tensor& positions, const RopeTable& table) {
+  detail::require_cpu("rope", {&x, &positions});
+  check_dtype(x, DType::F32, "rope x");
+  check_shape(x, {-1, -1, -1}, "rope x");
+  detail::check_contiguous(x, "rope x");
+  check_dtype(positions, DType::I32, "rope positions");
+  check_shape(positions, {x.shape[0]}, "rope positions");
+  detail::check_contiguous(positions, "rope positions");
+  const int64_t head_dim = x.shape[2];
+  RINGLM_CHECK(table.rotary_dim > 0 && table.rotary_dim % 2 == 0 && table.rotary_dim <= head_dim,
+               "rope: rotary_dim ", table.rotary_dim, " must be even, > 0 and <= head_dim ",
+               head_dim);
+  RINGLM_CHECK(table.inv_freq.size() == static_cast<size_t>(table.rotary_dim / 2),
+               "rope: inv_freq has ", table.inv_freq.size(), " entries, rotary_dim / 2 = ",
+               table.rotary_dim / 2);
+  RINGLM_CHECK(std::isfinite(table.attention_scaling), "rope: attention_scaling is not finite");
+  for (int64_t t = 0; t < positions.shape[0]; ++t) {
+    const int32_t p = positions.ptr<const int32_t>()[t];
+    RINGLM_CHECK(p >= 0, "rope: position ", p, " at index ", t, " is negative");
+  }
+  cpu::rope(x, positions, table);
+}
+
+}  // namespace ringlm::ops
