@@ -3,7 +3,7 @@
 #include <cmath>
 
 #include "models/decoder.h"
-#include "models/rope_table.h"
+#include "ops/rope_config.h"
 
 namespace ringlm::models {
 
@@ -52,7 +52,7 @@ class GemmaModel final : public Model {
     const auto local = c.rope.find("sliding_attention");
     local_rope_ = local == c.rope.end()
                       ? global_rope_
-                      : make_rope_table(local->second, dims_.head_dim, c.max_position_embeddings);
+                      : ops::make_rope_table(local->second, dims_.head_dim, c.max_position_embeddings);
     const double scalar =
         c.query_pre_attn_scalar > 0 ? c.query_pre_attn_scalar : static_cast<double>(dims_.head_dim);
     attention_scale_ = static_cast<float>(1.0 / std::sqrt(scalar));
