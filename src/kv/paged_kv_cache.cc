@@ -19,8 +19,9 @@ PagedKvCache::PagedKvCache(const KvCacheConfig& config) : config_(config) {
   RINGLM_USER_CHECK(config.num_blocks >= 2, "KV cache budget too small: ", config.num_blocks,
                     " blocks (need at least 2)");
   const size_t total = bytes_per_block() * static_cast<size_t>(config.num_blocks);
+  // Left untouched: pages are committed only as blocks get written, so a large budget costs no
+  // memory until it is used.
   storage_.reset(new std::byte[total]);
-  std::memset(storage_.get(), 0, total);
   // Hand out low block ids first: free_ is a stack, so push them in reverse.
   for (int64_t b = config.num_blocks - 1; b >= 1; --b) free_.push_back(static_cast<int32_t>(b));
 }

@@ -47,12 +47,12 @@ class GemmaModel final : public Model {
                       " is not a multiple of num_key_value_heads ", dims_.kv_heads);
     activation_ = activation_from_name(c.hidden_act, c.model_type);
     norm_ = {static_cast<float>(c.rms_norm_eps), true};
-    global_rope_ =
-        make_rope_table(c.rope.at("full_attention"), dims_.head_dim, c.max_position_embeddings);
+    global_rope_ = ops::make_rope_table(c.rope.at("full_attention"), dims_.head_dim,
+                                        c.max_position_embeddings);
     const auto local = c.rope.find("sliding_attention");
-    local_rope_ = local == c.rope.end()
-                      ? global_rope_
-                      : ops::make_rope_table(local->second, dims_.head_dim, c.max_position_embeddings);
+    local_rope_ = local == c.rope.end() ? global_rope_
+                                        : ops::make_rope_table(local->second, dims_.head_dim,
+                                                               c.max_position_embeddings);
     const double scalar =
         c.query_pre_attn_scalar > 0 ? c.query_pre_attn_scalar : static_cast<double>(dims_.head_dim);
     attention_scale_ = static_cast<float>(1.0 / std::sqrt(scalar));

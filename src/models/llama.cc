@@ -26,7 +26,8 @@ class LlamaModel final : public Model {
     RINGLM_USER_CHECK(dims_.heads % dims_.kv_heads == 0, "num_attention_heads ", dims_.heads,
                       " is not a multiple of num_key_value_heads ", dims_.kv_heads);
     activation_ = activation_from_name(c.hidden_act, c.model_type);
-    rope_ = ops::make_rope_table(c.rope.at("full_attention"), dims_.head_dim, c.max_position_embeddings);
+    rope_ = ops::make_rope_table(c.rope.at("full_attention"), dims_.head_dim,
+                                 c.max_position_embeddings);
     norm_ = {static_cast<float>(c.rms_norm_eps), false};
     load_weights();
   }

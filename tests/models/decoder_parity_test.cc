@@ -139,7 +139,7 @@ TEST_P(DecoderParity, ManyPromptsBatchedGiveEachItsSerialTokens) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, DecoderParity, ::testing::ValuesIn(testing::all_fixtures()),
-                         [](const auto& info) { return info.param; });
+                         [](const auto& param_info) { return param_info.param; });
 
 }  // namespace
 }  // namespace ringlm
