@@ -91,7 +91,8 @@ void Task(const AttentionArgs& a, Scratch& s, size_t t, size_t g) {
   const int64_t n = rows.query_start[r + 1] - rows.query_start[r];
   const int64_t pos = rows.context_len[r] - n + (static_cast<int64_t>(t) - rows.query_start[r]);
   const int64_t lo = a.window > 0 ? std::max<int64_t>(0, pos - a.window + 1) : 0;
-  const int32_t* table = rows.block_table + static_cast<size_t>(r) * static_cast<size_t>(rows.max_blocks);
+  const int32_t* table =
+      rows.block_table + static_cast<size_t>(r) * static_cast<size_t>(rows.max_blocks);
   const auto* k_base = static_cast<const KV*>(a.k);
   const auto* v_base = static_cast<const KV*>(a.v);
   const size_t token_stride = a.kv_heads * D;  // elements between consecutive slots
@@ -113,7 +114,8 @@ void Task(const AttentionArgs& a, Scratch& s, size_t t, size_t g) {
     // Widen this chunk's K and V rows into [kChunk, Dp] f32 (slot index j - c0).
     for (int64_t j = j0; j < j1; ++j) {
       const auto bt = static_cast<int64_t>(a.block_tokens);
-      const size_t slot = static_cast<size_t>(table[j / bt]) * a.block_tokens + static_cast<size_t>(j % bt);
+      const size_t slot =
+          static_cast<size_t>(table[j / bt]) * a.block_tokens + static_cast<size_t>(j % bt);
       const size_t off = slot * token_stride + g * D;
       float* kd = s.keys.get() + static_cast<size_t>(j - c0) * Dp;
       float* vd = s.vals.get() + static_cast<size_t>(j - c0) * Dp;
@@ -127,7 +129,8 @@ void Task(const AttentionArgs& a, Scratch& s, size_t t, size_t g) {
       for (int64_t j = j0; j < j1; ++j) {
         const float* kd = s.keys.get() + static_cast<size_t>(j - c0) * Dp;
         auto dot = hn::Zero(df);
-        for (size_t d = 0; d < Dp; d += L) dot = hn::MulAdd(hn::Load(df, q + d), hn::Load(df, kd + d), dot);
+        for (size_t d = 0; d < Dp; d += L)
+          dot = hn::MulAdd(hn::Load(df, q + d), hn::Load(df, kd + d), dot);
         sc[j - c0] = ReduceSumF32(df, dot);
       }
       // Scale (and soft-cap) the whole chunk at once; unused slots hold 0 and are ignored.
@@ -145,12 +148,14 @@ void Task(const AttentionArgs& a, Scratch& s, size_t t, size_t g) {
         const float corr = std::exp(m_old - m_new);
         s.l[h] *= corr;
         const auto vc = hn::Set(df, corr);
-        for (size_t d = 0; d < Dp; d += L) hn::Store(hn::Mul(hn::Load(df, acc + d), vc), df, acc + d);
+        for (size_t d = 0; d < Dp; d += L)
+          hn::Store(hn::Mul(hn::Load(df, acc + d), vc), df, acc + d);
       }
       s.m[h] = m_new;
       const auto vm = hn::Set(df, m_new);
       for (size_t j = 0; j < kChunk; j += L) {
-        hn::Store(hn::Exp(df, hn::Min(hn::Sub(hn::Load(df, sc + j), vm), hn::Zero(df))), df, sc + j);
+        hn::Store(hn::Exp(df, hn::Min(hn::Sub(hn::Load(df, sc + j), vm), hn::Zero(df))), df,
+                  sc + j);
       }
       float l = s.l[h];
       for (int64_t j = j0; j < j1; ++j) {
@@ -210,7 +215,8 @@ void attention(const Tensor& q, const ops::KvLayerView& kv, const ops::Attention
   const auto T = static_cast<size_t>(q.shape[0]);
   std::vector<int32_t> token_row(T);
   for (int32_t r = 0; r < rows.num_rows; ++r) {
-    for (int32_t t = rows.query_start[r]; t < rows.query_start[r + 1]; ++t) token_row[static_cast<size_t>(t)] = r;
+    for (int32_t t = rows.query_start[r]; t < rows.query_start[r + 1]; ++t)
+      token_row[static_cast<size_t>(t)] = r;
   }
   const AttentionArgs a{q.ptr<const float>(),
                         out.ptr<float>(),
