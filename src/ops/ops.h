@@ -4,6 +4,13 @@
 //
 // Conventions: activations are F32 and row-major; weights keep the checkpoint's dtype
 // (F32/BF16/F16) and Hugging Face layout (Linear weight is [out_features, in_features]).
+// Bad arguments (shape, dtype, index out of range) throw ringlm::Error naming the op and argument;
+// a CUDA tensor throws "CUDA backend not built" until the CUDA backend lands.
+//
+// Batch invariance (CPU): every op computes each output row with operations that depend only on
+// that row's own inputs, never on how many rows are batched, how they are tiled or how threads
+// split them. A row's result is bitwise the same alone, batched, or (attention) as part of a
+// prefill chunk of any size. Results may differ between SIMD targets (AVX-512 vs AVX2).
 #pragma once
 
 #include <cstdint>
@@ -13,13 +20,15 @@
 
 namespace ringlm::ops {
 
-// y = x · wᵀ (+ bias). Empty `bias` (data == nullptr) means none.
+// y = x · wᵀ (+ bias). Empty `bias` (data == nullptr) means none. x and y may be row views
+// (rows further apart than K / N); y must not overlap x or w. f32 accumulation.
 void matmul(const Tensor& x,     // F32[M, K]
             const Tensor& w,     // F32|BF16|F16[N, K]
             const Tensor& bias,  // F32|BF16|F16[N] or empty
             Tensor& y);          // F32[M, N]
 
-// out[m] = table[ids[m]] · scale (Gemma scales embeddings by sqrt(hidden)).
+// out[m] = table[ids[m]] · scale (Gemma scales embeddings by sqrt(hidden)). Every id must be in
+// [0, V).
 void embedding(const Tensor& ids,          // I32[M]
                const Tensor& table,        // F32|BF16|F16[V, H]
                float scale, Tensor& out);  // F32[M, H]
@@ -28,12 +37,13 @@ struct RmsNormConfig {
   float eps = 1e-6f;
   bool unit_offset = false;  // Gemma: y = x̂ · (1 + w)
 };
+// As transformers, in f32: x̂ = x · 1/sqrt(mean(x²) + eps), then x̂ · w (or x̂ · (1 + w)).
 // out may alias x.
 void rms_norm(const Tensor& x,                            // F32[M, H]
               const Tensor& weight,                       // F32|BF16|F16[H]
               const RmsNormConfig& config, Tensor& out);  // F32[M, H]
 
-// x += y, elementwise.
+// x += y, elementwise (y may be x itself).
 void add_inplace(Tensor& x,         // F32[M, H]
                  const Tensor& y);  // F32[M, H]
 
@@ -43,8 +53,9 @@ struct RopeTable {
   float attention_scaling = 1.0f;  // YaRN / longrope multiply cos and sin by this
   int rotary_dim = 0;              // dims rotated (head_dim unless partial rotary)
 };
-// Rotates x in place, "rotate_half" (NeoX) layout as transformers' Llama: pairs (i, i +
-// rotary_dim/2).
+// Rotates x in place, "rotate_half" (NeoX) layout as transformers' Llama: pairs
+// (i, i + rotary_dim/2). The angle is pos · inv_freq[i] in f32; cos and sin are scaled by
+// attention_scaling; dims from rotary_dim on are left untouched. Positions must be >= 0.
 void rope(Tensor& x,                // F32[T, heads, head_dim]
           const Tensor& positions,  // I32[T]
           const RopeTable& table);
@@ -55,12 +66,14 @@ void gated_activation(const Tensor& gate,                   // F32[M, I]
                       const Tensor& up,                     // F32[M, I]
                       Activation activation, Tensor& out);  // F32[M, I]
 
-// Row-wise softmax in place.
+// Row-wise softmax in place: exp(x - max) / sum. -inf entries give 0; a row of only -inf, or with
+// any NaN, becomes all NaN (as torch).
 void softmax(Tensor& x);  // F32[M, N]
-// out[m] = argmax_n x[m, n]; the lowest index wins ties (as torch.argmax).
+// out[m] = argmax_n x[m, n]; the lowest index wins ties, and NaN counts as the maximum (the first
+// NaN wins), both as torch.argmax. Rows must not be empty.
 void argmax(const Tensor& x,  // F32[M, N]
             Tensor& out);     // I32[M]
-// x = cap · tanh(x / cap), elementwise (Gemma 2 final-logit soft-capping).
+// x = cap · tanh(x / cap), elementwise (Gemma 2 final-logit soft-capping); cap > 0.
 void softcap(Tensor& x, float cap);  // F32[M, N]
 
 // ---- Attention over paged K/V ----
@@ -79,10 +92,10 @@ struct KvLayerView {
 // Per-step row layout, shared by every layer of a step.
 struct AttentionRows {
   int num_rows = 0;
-  const int32_t* query_start =
-      nullptr;  // [num_rows + 1]: row r's queries are q[query_start[r]..query_start[r+1])
-  const int32_t* context_len =
-      nullptr;  // [num_rows]: tokens in the row's KV after this step's writes
+  // [num_rows + 1]: row r's queries are q[query_start[r]..query_start[r+1])
+  const int32_t* query_start = nullptr;
+  // [num_rows]: tokens in the row's KV after this step's writes
+  const int32_t* context_len = nullptr;
   const int32_t* block_table = nullptr;  // [num_rows, max_blocks]
   int max_blocks = 0;
 };
@@ -93,11 +106,15 @@ struct AttentionParams {
   float softcap = 0.0f;  // > 0: scores = softcap · tanh(scores / softcap) (Gemma 2)
   int window = 0;        // > 0: sliding window of this many keys including the query's own
 };
+// GQA: q head h reads kv head h / (q_heads / kv_heads). Online (flash-style) softmax in f32. Checks
+// that query_start covers [0, T) in order, context_len[r] >= the row's queries, and the blocks a
+// row's context needs are valid block ids. Rows with no queries are skipped. out may alias q.
 void attention(const Tensor& q,  // F32[T, q_heads, head_dim]
                const KvLayerView& kv, const AttentionRows& rows, const AttentionParams& params,
                Tensor& out);  // F32[T, q_heads, head_dim]
 
-// Writes this step's K/V: token t goes to slot slots[t] = block * block_tokens + offset.
+// Writes this step's K/V: token t goes to slot slots[t] = block * block_tokens + offset, which must
+// be in [0, num_blocks * block_tokens). f32 is rounded to the cache dtype (nearest even).
 void kv_write(const Tensor& k,      // F32[T, kv_heads, head_dim]
               const Tensor& v,      // F32[T, kv_heads, head_dim]
               const Tensor& slots,  // I32[T]

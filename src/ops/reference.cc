@@ -21,7 +21,9 @@ float load_f32(const Tensor& t, int64_t i) {
 }
 
 namespace {
-float& at(const Tensor& t, int64_t r, int64_t c) { return t.ptr<float>()[r * t.strides[0] + c]; }
+float& at(const Tensor& t, int64_t r, int64_t c) {
+  return t.ptr<float>()[r * t.strides[0] + c];
+}
 }  // namespace
 
 void matmul(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& y) {
@@ -110,7 +112,8 @@ void softmax(Tensor& x) {
     }
     double sum = 0.0;
     for (int64_t n = 0; n < N; ++n) sum += std::exp(at(x, m, n) - mx);
-    for (int64_t n = 0; n < N; ++n) at(x, m, n) = static_cast<float>(std::exp(at(x, m, n) - mx) / sum);
+    for (int64_t n = 0; n < N; ++n)
+      at(x, m, n) = static_cast<float>(std::exp(at(x, m, n) - mx) / sum);
   }
 }
 
@@ -172,7 +175,8 @@ void attention(const Tensor& q, const KvLayerView& kv, const AttentionRows& rows
         for (int64_t j = 0; j < ctx; ++j) {
           if (!mask[static_cast<size_t>(i * ctx + j)]) continue;
           double s = 0.0;
-          for (int64_t d = 0; d < D; ++d) s += qv[d] * keys[static_cast<size_t>((j * KVH + g) * D + d)];
+          for (int64_t d = 0; d < D; ++d)
+            s += qv[d] * keys[static_cast<size_t>((j * KVH + g) * D + d)];
           s *= params.scale;
           if (params.softcap > 0.0f) s = params.softcap * std::tanh(s / params.softcap);
           scores[static_cast<size_t>(j)] = s;
@@ -184,10 +188,12 @@ void attention(const Tensor& q, const KvLayerView& kv, const AttentionRows& rows
           if (!mask[static_cast<size_t>(i * ctx + j)]) continue;
           const double p = std::exp(scores[static_cast<size_t>(j)] - mx);
           sum += p;
-          for (int64_t d = 0; d < D; ++d) acc[static_cast<size_t>(d)] += p * vals[static_cast<size_t>((j * KVH + g) * D + d)];
+          for (int64_t d = 0; d < D; ++d)
+            acc[static_cast<size_t>(d)] += p * vals[static_cast<size_t>((j * KVH + g) * D + d)];
         }
         float* o = out.ptr<float>() + ((q0 + i) * QH + h) * D;
-        for (int64_t d = 0; d < D; ++d) o[d] = static_cast<float>(acc[static_cast<size_t>(d)] / sum);
+        for (int64_t d = 0; d < D; ++d)
+          o[d] = static_cast<float>(acc[static_cast<size_t>(d)] / sum);
       }
     }
   }

@@ -82,8 +82,8 @@ float yarn(const io::RopeScaling& rope, int dim, int64_t max_position_embeddings
     const float interpolation = 1.0f / (f_factor * pos_freq);
     const float ramp = std::clamp((static_cast<float>(i) - f_low) / f_span, 0.0f, 1.0f);
     const float extrapolation_factor = 1.0f - ramp;
-    inv[static_cast<size_t>(i)] = interpolation * (1.0f - extrapolation_factor) +
-                                  extrapolation * extrapolation_factor;
+    inv[static_cast<size_t>(i)] =
+        interpolation * (1.0f - extrapolation_factor) + extrapolation * extrapolation_factor;
   }
   return static_cast<float>(attention);
 }

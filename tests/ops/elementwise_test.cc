@@ -49,8 +49,8 @@ TEST(RmsNorm, MatchesReference) {
       for (bool unit_offset : {false, true}) {
         for (int64_t H : kRowLengths) {
           for (int64_t M : kRowCounts) {
-            SCOPED_TRACE(::testing::Message() << testing::dtype_label(wt) << " H=" << H << " M="
-                                              << M << " unit_offset=" << unit_offset);
+            SCOPED_TRACE(::testing::Message() << testing::dtype_label(wt) << " H=" << H
+                                              << " M=" << M << " unit_offset=" << unit_offset);
             Owned x(DType::F32, {M, H}), w(wt, {H});
             testing::fill_uniform(x, 21, -3.0f, 3.0f);
             testing::fill_uniform(w, 22);

@@ -24,9 +24,9 @@ struct Case {
 
 // Sizes that hit every tail: K below, at and across vector widths (1, 3, 17, 1023), N around the
 // register tiles (1, 5, 257), M across the 4-row tile (1, 2, 7, 33).
-const std::vector<Case> kCases = {{1, 1, 1},    {2, 3, 5},     {7, 17, 257}, {33, 1023, 5},
-                                  {1, 1023, 257}, {33, 17, 257}, {7, 1, 5},    {2, 1023, 1},
-                                  {33, 3, 1}};
+const std::vector<Case> kCases = {{1, 1, 1},     {2, 3, 5},      {7, 17, 257},
+                                  {33, 1023, 5}, {1, 1023, 257}, {33, 17, 257},
+                                  {7, 1, 5},     {2, 1023, 1},   {33, 3, 1}};
 const DType kWeightTypes[] = {DType::F32, DType::BF16, DType::F16};
 
 TEST(Matmul, MatchesReferenceOnRandomInputs) {
@@ -34,8 +34,8 @@ TEST(Matmul, MatchesReferenceOnRandomInputs) {
     for (DType wt : kWeightTypes) {
       for (const Case& c : kCases) {
         for (bool with_bias : {false, true}) {
-          SCOPED_TRACE(::testing::Message() << testing::dtype_label(wt) << " M=" << c.M
-                                            << " K=" << c.K << " N=" << c.N << " bias=" << with_bias);
+          SCOPED_TRACE(::testing::Message() << testing::dtype_label(wt) << " M=" << c.M << " K="
+                                            << c.K << " N=" << c.N << " bias=" << with_bias);
           Owned x(DType::F32, {c.M, c.K}), w(wt, {c.N, c.K}), b(wt, {c.N});
           Owned y(DType::F32, {c.M, c.N}), ref(DType::F32, {c.M, c.N});
           testing::fill_uniform(x, 1);
@@ -67,8 +67,8 @@ TEST(Matmul, ExactOnSmallIntegers) {
   for_each_simd_target([](const std::string&) {
     for (DType wt : kWeightTypes) {
       for (const Case& c : kCases) {
-        SCOPED_TRACE(::testing::Message() << testing::dtype_label(wt) << " M=" << c.M << " K="
-                                          << c.K << " N=" << c.N);
+        SCOPED_TRACE(::testing::Message()
+                     << testing::dtype_label(wt) << " M=" << c.M << " K=" << c.K << " N=" << c.N);
         Owned x(DType::F32, {c.M, c.K}), w(wt, {c.N, c.K}), b(wt, {c.N});
         Owned y(DType::F32, {c.M, c.N}), ref(DType::F32, {c.M, c.N});
         testing::fill_small_ints(x, 4);

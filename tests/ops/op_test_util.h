@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "backends/cpu/simd_targets.h"
-#include "core/thread_pool.h"
 #include "core/tensor.h"
+#include "core/thread_pool.h"
 
 namespace ringlm::ops::testing {
 
@@ -25,6 +25,10 @@ constexpr double kEps = 1.0 / (1 << 24);
 class Owned {
  public:
   Owned() = default;
+  Owned(const Owned&) = delete;  // t() points into storage_: moving keeps it valid, copying not
+  Owned& operator=(const Owned&) = delete;
+  Owned(Owned&&) noexcept = default;
+  Owned& operator=(Owned&&) noexcept = default;
   Owned(DType dtype, std::initializer_list<int64_t> dims) {
     Tensor shape_only(nullptr, dtype, dims);
     const size_t bytes = std::max<size_t>(shape_only.nbytes(), 1);
@@ -34,8 +38,10 @@ class Owned {
   Tensor& t() { return t_; }
   const Tensor& t() const { return t_; }
   template <typename T>
-  T* p() const { return t_.ptr<T>(); }
-  float f(int64_t i) const;  // element i widened to f32
+  T* p() const {
+    return t_.ptr<T>();
+  }
+  float f(int64_t i) const;      // element i widened to f32
   void set(int64_t i, float v);  // element i := v rounded to the dtype
 
  private:

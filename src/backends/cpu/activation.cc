@@ -45,8 +45,8 @@ HWY_INLINE V GeluTanh(DF df, V g) {
   return hn::Mul(half_g, hn::Add(hn::Set(df, 1.0f), hn::Tanh(df, inner)));
 }
 
-void GatedRowsImpl(const float* gate, size_t g_stride, const float* up, size_t u_stride,
-                   float* out, size_t o_stride, size_t I, int activation, size_t m0, size_t m1) {
+void GatedRowsImpl(const float* gate, size_t g_stride, const float* up, size_t u_stride, float* out,
+                   size_t o_stride, size_t I, int activation, size_t m0, size_t m1) {
   const DF df;
   for (size_t m = m0; m < m1; ++m) {
     const float* g = gate + m * g_stride;
@@ -76,10 +76,10 @@ void gated_activation(const Tensor& gate, const Tensor& up, ops::Activation acti
   const auto I = static_cast<size_t>(gate.shape[1]);
   const int64_t grain = std::max<int64_t>(1, static_cast<int64_t>(4096 / std::max<size_t>(I, 1)));
   ThreadPool::global().parallel_for(static_cast<int64_t>(M), grain, [&](int64_t b, int64_t e) {
-    HWY_DYNAMIC_DISPATCH(GatedRowsImpl)(
-        gate.ptr<float>(), static_cast<size_t>(gate.strides[0]), up.ptr<float>(),
-        static_cast<size_t>(up.strides[0]), out.ptr<float>(), static_cast<size_t>(out.strides[0]),
-        I, static_cast<int>(activation), static_cast<size_t>(b), static_cast<size_t>(e));
+    HWY_DYNAMIC_DISPATCH(GatedRowsImpl)
+    (gate.ptr<float>(), static_cast<size_t>(gate.strides[0]), up.ptr<float>(),
+     static_cast<size_t>(up.strides[0]), out.ptr<float>(), static_cast<size_t>(out.strides[0]), I,
+     static_cast<int>(activation), static_cast<size_t>(b), static_cast<size_t>(e));
   });
 }
 

@@ -1,10 +1,11 @@
 // CPU causal GQA attention over paged K/V (f32, bf16 or f16 cache), flash-style online softmax.
 //
-// One task per (token, kv head): the q heads sharing that kv head (GQA) walk the token's keys
-// together, so each K/V row is widened to f32 once per group. Keys are visited in chunks aligned
-// to absolute positions (multiples of kChunk), so the operations that produce a query's output
-// depend only on its own position, window and keys — not on the other rows or queries in the
-// step, the chunk of a prefill it belongs to, or the thread split (batch invariance).
+// One task per (block of up to 8 consecutive queries of a row, kv head): the queries and the q
+// heads sharing that kv head (GQA) walk the keys together, so each K/V row is widened to f32 once
+// per task rather than once per query and head. Keys are visited in chunks aligned to absolute
+// positions (multiples of kChunk), so the operations that produce a query's output depend only on
+// its own position, window and keys — not on the other rows or queries in the step, the query
+// block or prefill chunk it belongs to, or the thread split (batch invariance).
 //
 // Per chunk: s_j = (q·k_j) · scale (softcapped: cap · tanh(s / cap)); m' = max(m, max_j s_j);
 // acc and l are rescaled by exp(m − m'); p_j = exp(s_j − m'); l += p_j; acc += p_j · v_j.
@@ -19,6 +20,7 @@
 #include <hwy/highway.h>
 
 #include <hwy/aligned_allocator.h>
+#include <hwy/cache_control.h>
 #include <hwy/contrib/math/math-inl.h>
 
 #include "backends/cpu/simd-inl.h"
@@ -37,6 +39,14 @@
 #ifndef RINGLM_BACKENDS_CPU_ATTENTION_SHARED_
 #define RINGLM_BACKENDS_CPU_ATTENTION_SHARED_
 namespace ringlm::cpu {
+// Up to kQueryBlock consecutive queries of one row against one kv head.
+constexpr int64_t kQueryBlock = 8;
+struct AttentionTask {
+  int32_t row;
+  int32_t kv_head;
+  int64_t t0, t1;  // query tokens [t0, t1)
+};
+
 struct AttentionArgs {
   const float* q;  // [T, q_heads, D]
   float* out;      // [T, q_heads, D]
@@ -45,7 +55,7 @@ struct AttentionArgs {
   DType kv_dtype;
   size_t q_heads, kv_heads, D, block_tokens;
   const ops::AttentionRows* rows;
-  const int32_t* token_row;  // [T]: the row each token belongs to
+  const AttentionTask* tasks;
   float scale, softcap;
   int64_t window;
 };
@@ -60,135 +70,219 @@ using DF = hn::ScalableTag<float>;
 
 constexpr size_t kChunk = 32;  // keys per online-softmax step; a multiple of every lane count
 
-// Scratch for one task, reused across the tasks a thread runs.
+// Scratch for one task, reused across the tasks a thread runs. Per (query, head) "stream":
+// its query vector, output accumulator, running max m and running sum l.
 struct Scratch {
-  size_t Dp = 0, group = 0;
+  size_t Dp = 0;
   hwy::AlignedFreeUniquePtr<float[]> q, acc, keys, vals, scores;
   std::vector<float> m, l;
-  void Init(size_t dp, size_t g) {
+  void Init(size_t dp, size_t streams) {
     Dp = dp;
-    group = g;
-    q = hwy::AllocateAligned<float>(g * dp);
-    acc = hwy::AllocateAligned<float>(g * dp);
+    q = hwy::AllocateAligned<float>(streams * dp);
+    acc = hwy::AllocateAligned<float>(streams * dp);
     keys = hwy::AllocateAligned<float>(kChunk * dp);
     vals = hwy::AllocateAligned<float>(kChunk * dp);
-    scores = hwy::AllocateAligned<float>(g * kChunk);
+    scores = hwy::AllocateAligned<float>(kChunk);
     std::fill(keys.get(), keys.get() + kChunk * dp, 0.0f);  // padding stays 0
     std::fill(vals.get(), vals.get() + kChunk * dp, 0.0f);
-    std::fill(q.get(), q.get() + g * dp, 0.0f);
-    m.resize(g);
-    l.resize(g);
+    std::fill(q.get(), q.get() + streams * dp, 0.0f);
+    m.resize(streams);
+    l.resize(streams);
   }
 };
 
+// dst[0, n) = src[0, n) widened to f32 (exact).
 template <typename KV>
-void Task(const AttentionArgs& a, Scratch& s, size_t t, size_t g) {
+HWY_INLINE void WidenRow(DF df, const KV* HWY_RESTRICT src, size_t n, float* HWY_RESTRICT dst) {
+  const size_t L = hn::Lanes(df);
+  size_t d = 0;
+  for (; d + L <= n; d += L) hn::StoreU(LoadF32(df, src + d), df, dst + d);
+  for (; d < n; ++d) dst[d] = to_f32(src[d]);
+}
+
+// One online-softmax step of stream `st` over the widened keys [jb, je) of the current chunk
+// (indices relative to the chunk start). What it computes depends only on the stream's state
+// and those keys, so a query gives the same bits however it is grouped with others.
+void ChunkStep(const AttentionArgs& a, Scratch& s, size_t st, size_t jb, size_t je) {
   const DF df;
   const size_t L = hn::Lanes(df);
-  const size_t D = a.D, Dp = s.Dp, group = s.group;
+  const size_t Dp = s.Dp;
+  float* sc = s.scores.get();
+  const float* q = s.q.get() + st * Dp;
+  const float* keys = s.keys.get();
+  for (size_t j = 0; j < kChunk; ++j) sc[j] = 0.0f;
+  // q·k_j: one accumulator per key; four keys at a time for independent FMA chains.
+  size_t jk = jb;
+  for (; jk + 4 <= je; jk += 4) {
+    auto d0 = hn::Zero(df), d1 = hn::Zero(df), d2 = hn::Zero(df), d3 = hn::Zero(df);
+    for (size_t d = 0; d < Dp; d += L) {
+      const auto qv = hn::Load(df, q + d);
+      d0 = hn::MulAdd(qv, hn::Load(df, keys + jk * Dp + d), d0);
+      d1 = hn::MulAdd(qv, hn::Load(df, keys + (jk + 1) * Dp + d), d1);
+      d2 = hn::MulAdd(qv, hn::Load(df, keys + (jk + 2) * Dp + d), d2);
+      d3 = hn::MulAdd(qv, hn::Load(df, keys + (jk + 3) * Dp + d), d3);
+    }
+    sc[jk] = ReduceSumF32(df, d0);
+    sc[jk + 1] = ReduceSumF32(df, d1);
+    sc[jk + 2] = ReduceSumF32(df, d2);
+    sc[jk + 3] = ReduceSumF32(df, d3);
+  }
+  for (; jk < je; ++jk) {
+    auto dot = hn::Zero(df);
+    for (size_t d = 0; d < Dp; d += L)
+      dot = hn::MulAdd(hn::Load(df, q + d), hn::Load(df, keys + jk * Dp + d), dot);
+    sc[jk] = ReduceSumF32(df, dot);
+  }
+  // Scale (and soft-cap) the whole chunk at once; unused slots hold 0 and are ignored.
+  const auto vscale = hn::Set(df, a.scale);
+  const auto vcap = hn::Set(df, a.softcap);
+  for (size_t j = 0; j < kChunk; j += L) {
+    auto v = hn::Mul(hn::Load(df, sc + j), vscale);
+    if (a.softcap > 0.0f) v = hn::Mul(vcap, hn::Tanh(df, hn::Div(v, vcap)));
+    hn::Store(v, df, sc + j);
+  }
+  float chunk_max = -std::numeric_limits<float>::infinity();
+  for (size_t j = jb; j < je; ++j) chunk_max = std::max(chunk_max, sc[j]);
+  const float m_old = s.m[st];
+  const float m_new = std::max(m_old, chunk_max);
+  float* acc = s.acc.get() + st * Dp;
+  if (m_new > m_old && s.l[st] > 0.0f) {  // rescale what was accumulated under the old max
+    const float corr = std::exp(m_old - m_new);
+    s.l[st] *= corr;
+    const auto vc = hn::Set(df, corr);
+    for (size_t d = 0; d < Dp; d += L) hn::Store(hn::Mul(hn::Load(df, acc + d), vc), df, acc + d);
+  }
+  s.m[st] = m_new;
+  const auto vm = hn::Set(df, m_new);
+  for (size_t j = 0; j < kChunk; j += L) {
+    hn::Store(hn::Exp(df, hn::Min(hn::Sub(hn::Load(df, sc + j), vm), hn::Zero(df))), df, sc + j);
+  }
+  float l = s.l[st];
+  for (size_t j = jb; j < je; ++j) l += sc[j];
+  s.l[st] = l;
+  // acc[d] += p_j · v_j[d] over the keys in order, four vectors of d held in registers.
+  const float* vals = s.vals.get();
+  size_t d = 0;
+  for (; d + 4 * L <= Dp; d += 4 * L) {
+    auto a0 = hn::Load(df, acc + d), a1 = hn::Load(df, acc + d + L);
+    auto a2 = hn::Load(df, acc + d + 2 * L), a3 = hn::Load(df, acc + d + 3 * L);
+    for (size_t j = jb; j < je; ++j) {
+      const auto vp = hn::Set(df, sc[j]);
+      const float* vd = vals + j * Dp + d;
+      a0 = hn::MulAdd(vp, hn::Load(df, vd), a0);
+      a1 = hn::MulAdd(vp, hn::Load(df, vd + L), a1);
+      a2 = hn::MulAdd(vp, hn::Load(df, vd + 2 * L), a2);
+      a3 = hn::MulAdd(vp, hn::Load(df, vd + 3 * L), a3);
+    }
+    hn::Store(a0, df, acc + d);
+    hn::Store(a1, df, acc + d + L);
+    hn::Store(a2, df, acc + d + 2 * L);
+    hn::Store(a3, df, acc + d + 3 * L);
+  }
+  for (; d < Dp; d += L) {
+    auto a0 = hn::Load(df, acc + d);
+    for (size_t j = jb; j < je; ++j)
+      a0 = hn::MulAdd(hn::Set(df, sc[j]), hn::Load(df, vals + j * Dp + d), a0);
+    hn::Store(a0, df, acc + d);
+  }
+}
+
+// Queries [t0, t1) of row r (consecutive positions) against kv head g. Chunks are widened once
+// and shared by every query that needs them.
+template <typename KV>
+void Task(const AttentionArgs& a, Scratch& s, const AttentionTask& task) {
+  const DF df;
+  const size_t D = a.D, Dp = s.Dp, group = a.q_heads / a.kv_heads;
   const ops::AttentionRows& rows = *a.rows;
-  const int32_t r = a.token_row[t];
+  const int32_t r = task.row;
+  const size_t g = task.kv_head;
   const int64_t n = rows.query_start[r + 1] - rows.query_start[r];
-  const int64_t pos = rows.context_len[r] - n + (static_cast<int64_t>(t) - rows.query_start[r]);
-  const int64_t lo = a.window > 0 ? std::max<int64_t>(0, pos - a.window + 1) : 0;
-  const int32_t* table = rows.block_table + static_cast<size_t>(r) * static_cast<size_t>(rows.max_blocks);
+  const int64_t pos0 = rows.context_len[r] - n + (task.t0 - rows.query_start[r]);
+  const int64_t nq = task.t1 - task.t0;
+  const auto lo_of = [&](int64_t pos) {
+    return a.window > 0 ? std::max<int64_t>(0, pos - a.window + 1) : int64_t{0};
+  };
+  const int32_t* table =
+      rows.block_table + static_cast<size_t>(r) * static_cast<size_t>(rows.max_blocks);
   const auto* k_base = static_cast<const KV*>(a.k);
   const auto* v_base = static_cast<const KV*>(a.v);
   const size_t token_stride = a.kv_heads * D;  // elements between consecutive slots
+  const size_t row_bytes = D * sizeof(KV);
+  // Element offset of key j's row for this kv head.
+  const auto key_offset = [&](int64_t j) {
+    const auto bt = static_cast<int64_t>(a.block_tokens);
+    const size_t slot =
+        static_cast<size_t>(table[j / bt]) * a.block_tokens + static_cast<size_t>(j % bt);
+    return slot * token_stride + g * D;
+  };
 
-  for (size_t h = 0; h < group; ++h) {
-    const float* qh = a.q + (t * a.q_heads + g * group + h) * D;
-    std::copy(qh, qh + D, s.q.get() + h * Dp);
-    std::fill(s.acc.get() + h * Dp, s.acc.get() + (h + 1) * Dp, 0.0f);
-    s.m[h] = -std::numeric_limits<float>::infinity();
-    s.l[h] = 0.0f;
-  }
-
-  const auto vscale = hn::Set(df, a.scale);
-  const auto vcap = hn::Set(df, a.softcap);
-  for (int64_t c0 = lo - lo % static_cast<int64_t>(kChunk); c0 <= pos;
-       c0 += static_cast<int64_t>(kChunk)) {
-    const int64_t j0 = std::max(c0, lo);
-    const int64_t j1 = std::min(c0 + static_cast<int64_t>(kChunk), pos + 1);
-    // Widen this chunk's K and V rows into [kChunk, Dp] f32 (slot index j - c0).
-    for (int64_t j = j0; j < j1; ++j) {
-      const auto bt = static_cast<int64_t>(a.block_tokens);
-      const size_t slot = static_cast<size_t>(table[j / bt]) * a.block_tokens + static_cast<size_t>(j % bt);
-      const size_t off = slot * token_stride + g * D;
-      float* kd = s.keys.get() + static_cast<size_t>(j - c0) * Dp;
-      float* vd = s.vals.get() + static_cast<size_t>(j - c0) * Dp;
-      for (size_t d = 0; d < D; ++d) kd[d] = to_f32(k_base[off + d]);
-      for (size_t d = 0; d < D; ++d) vd[d] = to_f32(v_base[off + d]);
-    }
+  for (int64_t i = 0; i < nq; ++i) {
     for (size_t h = 0; h < group; ++h) {
-      float* sc = s.scores.get() + h * kChunk;
-      const float* q = s.q.get() + h * Dp;
-      for (size_t j = 0; j < kChunk; ++j) sc[j] = 0.0f;
-      for (int64_t j = j0; j < j1; ++j) {
-        const float* kd = s.keys.get() + static_cast<size_t>(j - c0) * Dp;
-        auto dot = hn::Zero(df);
-        for (size_t d = 0; d < Dp; d += L) dot = hn::MulAdd(hn::Load(df, q + d), hn::Load(df, kd + d), dot);
-        sc[j - c0] = ReduceSumF32(df, dot);
-      }
-      // Scale (and soft-cap) the whole chunk at once; unused slots hold 0 and are ignored.
-      for (size_t j = 0; j < kChunk; j += L) {
-        auto v = hn::Mul(hn::Load(df, sc + j), vscale);
-        if (a.softcap > 0.0f) v = hn::Mul(vcap, hn::Tanh(df, hn::Div(v, vcap)));
-        hn::Store(v, df, sc + j);
-      }
-      float chunk_max = -std::numeric_limits<float>::infinity();
-      for (int64_t j = j0; j < j1; ++j) chunk_max = std::max(chunk_max, sc[j - c0]);
-      const float m_old = s.m[h];
-      const float m_new = std::max(m_old, chunk_max);
-      float* acc = s.acc.get() + h * Dp;
-      if (m_new > m_old && s.l[h] > 0.0f) {  // rescale what was accumulated under the old max
-        const float corr = std::exp(m_old - m_new);
-        s.l[h] *= corr;
-        const auto vc = hn::Set(df, corr);
-        for (size_t d = 0; d < Dp; d += L) hn::Store(hn::Mul(hn::Load(df, acc + d), vc), df, acc + d);
-      }
-      s.m[h] = m_new;
-      const auto vm = hn::Set(df, m_new);
-      for (size_t j = 0; j < kChunk; j += L) {
-        hn::Store(hn::Exp(df, hn::Min(hn::Sub(hn::Load(df, sc + j), vm), hn::Zero(df))), df, sc + j);
-      }
-      float l = s.l[h];
-      for (int64_t j = j0; j < j1; ++j) {
-        const float p = sc[j - c0];
-        l += p;
-        const auto vp = hn::Set(df, p);
-        const float* vd = s.vals.get() + static_cast<size_t>(j - c0) * Dp;
-        for (size_t d = 0; d < Dp; d += L) {
-          hn::Store(hn::MulAdd(vp, hn::Load(df, vd + d), hn::Load(df, acc + d)), df, acc + d);
-        }
-      }
-      s.l[h] = l;
+      const size_t st = static_cast<size_t>(i) * group + h;
+      const float* qh = a.q + ((static_cast<size_t>(task.t0 + i)) * a.q_heads + g * group + h) * D;
+      std::copy(qh, qh + D, s.q.get() + st * Dp);
+      std::fill(s.acc.get() + st * Dp, s.acc.get() + (st + 1) * Dp, 0.0f);
+      s.m[st] = -std::numeric_limits<float>::infinity();
+      s.l[st] = 0.0f;
     }
   }
 
-  for (size_t h = 0; h < group; ++h) {
-    float* o = a.out + (t * a.q_heads + g * group + h) * D;
-    const float* acc = s.acc.get() + h * Dp;
-    const float l = s.l[h];
-    for (size_t d = 0; d < D; ++d) o[d] = acc[d] / l;
+  const auto C = static_cast<int64_t>(kChunk);
+  const int64_t first = lo_of(pos0), last = pos0 + nq - 1;  // keys any query needs
+  for (int64_t c0 = first - first % C; c0 <= last; c0 += C) {
+    // Start fetching the next chunk's rows: keys are scattered over blocks, so the hardware
+    // prefetchers do not see them coming and the loads below would wait on memory one by one.
+    for (int64_t j = c0 + C; j < std::min(c0 + 2 * C, last + 1); ++j) {
+      const size_t off = key_offset(j);
+      for (size_t b = 0; b < row_bytes; b += 64) {
+        hwy::Prefetch(reinterpret_cast<const char*>(k_base + off) + b);
+        hwy::Prefetch(reinterpret_cast<const char*>(v_base + off) + b);
+      }
+    }
+    // Widen the chunk's K and V rows that some query needs into [kChunk, Dp] f32.
+    const int64_t wb = std::max(c0, first), we = std::min(c0 + C, last + 1);
+    for (int64_t j = wb; j < we; ++j) {
+      const size_t off = key_offset(j);
+      WidenRow(df, k_base + off, D, s.keys.get() + static_cast<size_t>(j - c0) * Dp);
+      WidenRow(df, v_base + off, D, s.vals.get() + static_cast<size_t>(j - c0) * Dp);
+    }
+    for (int64_t i = 0; i < nq; ++i) {
+      const int64_t pos = pos0 + i;
+      const int64_t j0 = std::max(c0, lo_of(pos)), j1 = std::min(c0 + C, pos + 1);
+      if (j0 >= j1) continue;
+      for (size_t h = 0; h < group; ++h) {
+        ChunkStep(a, s, static_cast<size_t>(i) * group + h, static_cast<size_t>(j0 - c0),
+                  static_cast<size_t>(j1 - c0));
+      }
+    }
+  }
+
+  for (int64_t i = 0; i < nq; ++i) {
+    for (size_t h = 0; h < group; ++h) {
+      const size_t st = static_cast<size_t>(i) * group + h;
+      float* o = a.out + ((static_cast<size_t>(task.t0 + i)) * a.q_heads + g * group + h) * D;
+      const float* acc = s.acc.get() + st * Dp;
+      const float l = s.l[st];
+      for (size_t d = 0; d < D; ++d) o[d] = acc[d] / l;
+    }
   }
 }
 
 void AttentionTasksImpl(const AttentionArgs& a, size_t begin, size_t end) {
   const size_t L = hn::Lanes(DF());
   Scratch s;
-  s.Init((a.D + L - 1) / L * L, a.q_heads / a.kv_heads);
-  for (size_t task = begin; task < end; ++task) {
-    const size_t t = task / a.kv_heads, g = task % a.kv_heads;
+  s.Init((a.D + L - 1) / L * L, kQueryBlock * (a.q_heads / a.kv_heads));
+  for (size_t i = begin; i < end; ++i) {
+    const AttentionTask& task = a.tasks[i];
     switch (a.kv_dtype) {
       case DType::F32:
-        Task<float>(a, s, t, g);
+        Task<float>(a, s, task);
         break;
       case DType::BF16:
-        Task<hwy::bfloat16_t>(a, s, t, g);
+        Task<hwy::bfloat16_t>(a, s, task);
         break;
       case DType::F16:
-        Task<hwy::float16_t>(a, s, t, g);
+        Task<hwy::float16_t>(a, s, task);
         break;
       default:
         break;
@@ -207,10 +301,14 @@ HWY_EXPORT(AttentionTasksImpl);
 
 void attention(const Tensor& q, const ops::KvLayerView& kv, const ops::AttentionRows& rows,
                const ops::AttentionParams& params, Tensor& out) {
-  const auto T = static_cast<size_t>(q.shape[0]);
-  std::vector<int32_t> token_row(T);
+  const int kv_heads = kv.kv_heads();
+  // Tasks: each row's queries in blocks of kQueryBlock, times the kv heads.
+  std::vector<AttentionTask> tasks;
   for (int32_t r = 0; r < rows.num_rows; ++r) {
-    for (int32_t t = rows.query_start[r]; t < rows.query_start[r + 1]; ++t) token_row[static_cast<size_t>(t)] = r;
+    for (int64_t t0 = rows.query_start[r]; t0 < rows.query_start[r + 1]; t0 += kQueryBlock) {
+      const int64_t t1 = std::min<int64_t>(t0 + kQueryBlock, rows.query_start[r + 1]);
+      for (int32_t g = 0; g < kv_heads; ++g) tasks.push_back({r, g, t0, t1});
+    }
   }
   const AttentionArgs a{q.ptr<const float>(),
                         out.ptr<float>(),
@@ -218,18 +316,18 @@ void attention(const Tensor& q, const ops::KvLayerView& kv, const ops::Attention
                         kv.v.data,
                         kv.k.dtype,
                         static_cast<size_t>(q.shape[1]),
-                        static_cast<size_t>(kv.kv_heads()),
+                        static_cast<size_t>(kv_heads),
                         static_cast<size_t>(kv.head_dim()),
                         static_cast<size_t>(kv.block_tokens()),
                         &rows,
-                        token_row.data(),
+                        tasks.data(),
                         params.scale,
                         params.softcap,
                         params.window};
-  const auto tasks = static_cast<int64_t>(T * a.kv_heads);
-  ThreadPool::global().parallel_for(tasks, 1, [&](int64_t b, int64_t e) {
-    HWY_DYNAMIC_DISPATCH(AttentionTasksImpl)(a, static_cast<size_t>(b), static_cast<size_t>(e));
-  });
+  ThreadPool::global().parallel_for(
+      static_cast<int64_t>(tasks.size()), 1, [&](int64_t b, int64_t e) {
+        HWY_DYNAMIC_DISPATCH(AttentionTasksImpl)(a, static_cast<size_t>(b), static_cast<size_t>(e));
+      });
 }
 
 }  // namespace ringlm::cpu

@@ -17,12 +17,12 @@ void matmul(const Tensor& x,     // F32[M, K], rows may be strided
             const Tensor& bias,  // F32|BF16|F16[N] or empty
             Tensor& y);          // F32[M, N], rows may be strided
 
-void embedding(const Tensor& ids,    // I32[M], each in [0, V)
-               const Tensor& table,  // F32|BF16|F16[V, H]
+void embedding(const Tensor& ids,          // I32[M], each in [0, V)
+               const Tensor& table,        // F32|BF16|F16[V, H]
                float scale, Tensor& out);  // F32[M, H]
 
-void rms_norm(const Tensor& x,       // F32[M, H]
-              const Tensor& weight,  // F32|BF16|F16[H]
+void rms_norm(const Tensor& x,                                 // F32[M, H]
+              const Tensor& weight,                            // F32|BF16|F16[H]
               const ops::RmsNormConfig& config, Tensor& out);  // F32[M, H]
 
 void add_inplace(Tensor& x,         // F32[M, H]
@@ -32,18 +32,18 @@ void rope(Tensor& x,                // F32[T, heads, head_dim] contiguous
           const Tensor& positions,  // I32[T], each >= 0
           const ops::RopeTable& table);
 
-void gated_activation(const Tensor& gate,  // F32[M, I]
-                      const Tensor& up,    // F32[M, I]
+void gated_activation(const Tensor& gate,                        // F32[M, I]
+                      const Tensor& up,                          // F32[M, I]
                       ops::Activation activation, Tensor& out);  // F32[M, I]
 
-void softmax(Tensor& x);                          // F32[M, N]
-void argmax(const Tensor& x, Tensor& out);        // F32[M, N] -> I32[M]
-void softcap(Tensor& x, float cap);               // F32[M, N]
+void softmax(Tensor& x);                    // F32[M, N]
+void argmax(const Tensor& x, Tensor& out);  // F32[M, N] -> I32[M]
+void softcap(Tensor& x, float cap);         // F32[M, N]
 
 void attention(const Tensor& q,  // F32[T, q_heads, head_dim] contiguous
                const ops::KvLayerView& kv, const ops::AttentionRows& rows,
                const ops::AttentionParams& params,
-               Tensor& out);     // F32[T, q_heads, head_dim] contiguous (may alias q)
+               Tensor& out);  // F32[T, q_heads, head_dim] contiguous (may alias q)
 
 void kv_write(const Tensor& k,      // F32[T, kv_heads, head_dim]
               const Tensor& v,      // F32[T, kv_heads, head_dim]

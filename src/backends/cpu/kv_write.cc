@@ -39,8 +39,10 @@ void kv_write(const Tensor& k, const Tensor& v, const Tensor& slots, ops::KvLaye
   ThreadPool::global().parallel_for(T, 16, [&](int64_t b, int64_t e) {
     for (int64_t t = b; t < e; ++t) {
       const auto slot = static_cast<size_t>(slots.ptr<const int32_t>()[t]);
-      store_row(k.row<float>(t), row, kv.k.dtype, static_cast<char*>(kv.k.data) + slot * row * elem);
-      store_row(v.row<float>(t), row, kv.v.dtype, static_cast<char*>(kv.v.data) + slot * row * elem);
+      store_row(k.row<float>(t), row, kv.k.dtype,
+                static_cast<char*>(kv.k.data) + slot * row * elem);
+      store_row(v.row<float>(t), row, kv.v.dtype,
+                static_cast<char*>(kv.v.data) + slot * row * elem);
     }
   });
 }

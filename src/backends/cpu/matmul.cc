@@ -25,8 +25,6 @@
 #include <cstddef>
 #include <vector>
 
-
-
 #include "backends/cpu/cpu_ops.h"
 #include "backends/cpu/scalar.h"
 #include "core/thread_pool.h"
@@ -62,7 +60,9 @@ constexpr size_t kWideNR = 4;
 #else
 constexpr size_t kWideNR = 2;
 #endif
-constexpr size_t NrFor(size_t mr) { return mr <= 2 ? 4 : kWideNR; }
+constexpr size_t NrFor(size_t mr) {
+  return mr <= 2 ? 4 : kWideNR;
+}
 
 // y[m0 + i, n + j] for i < MR, j < NR.
 template <size_t MR, size_t NR, typename W>

@@ -92,24 +92,26 @@ HWY_EXPORT(AddRowsImpl);
 namespace {
 // Rows per task so that a task touches at least ~64 KiB (smaller splits cost more than they gain).
 int64_t row_grain(size_t row_len) {
-  return std::max<int64_t>(1, static_cast<int64_t>((size_t{16} << 10) / std::max<size_t>(row_len, 1)));
+  return std::max<int64_t>(1,
+                           static_cast<int64_t>((size_t{16} << 10) / std::max<size_t>(row_len, 1)));
 }
 }  // namespace
 
-void rms_norm(const Tensor& x, const Tensor& weight, const ops::RmsNormConfig& config, Tensor& out) {
+void rms_norm(const Tensor& x, const Tensor& weight, const ops::RmsNormConfig& config,
+              Tensor& out) {
   const auto M = static_cast<size_t>(x.shape[0]);
   const auto H = static_cast<size_t>(x.shape[1]);
   std::vector<float> w(H);
   widen_to_f32(weight.dtype, weight.data, H, w.data());
   if (config.unit_offset)
     for (float& v : w) v = 1.0f + v;
-  const RmsNormRows a{x.ptr<float>(), static_cast<size_t>(x.strides[0]), w.data(),
-                      out.ptr<float>(), static_cast<size_t>(out.strides[0]), H, config.eps};
-  ThreadPool::global().parallel_for(static_cast<int64_t>(M), row_grain(H),
-                                    [&](int64_t b, int64_t e) {
-                                      HWY_DYNAMIC_DISPATCH(RmsNormRowsImpl)(
-                                          a, static_cast<size_t>(b), static_cast<size_t>(e));
-                                    });
+  const RmsNormRows a{x.ptr<float>(),   static_cast<size_t>(x.strides[0]),   w.data(),
+                      out.ptr<float>(), static_cast<size_t>(out.strides[0]), H,
+                      config.eps};
+  ThreadPool::global().parallel_for(
+      static_cast<int64_t>(M), row_grain(H), [&](int64_t b, int64_t e) {
+        HWY_DYNAMIC_DISPATCH(RmsNormRowsImpl)(a, static_cast<size_t>(b), static_cast<size_t>(e));
+      });
 }
 
 void add_inplace(Tensor& x, const Tensor& y) {
@@ -117,9 +119,9 @@ void add_inplace(Tensor& x, const Tensor& y) {
   const auto H = static_cast<size_t>(x.shape[1]);
   ThreadPool::global().parallel_for(
       static_cast<int64_t>(M), row_grain(H), [&](int64_t b, int64_t e) {
-        HWY_DYNAMIC_DISPATCH(AddRowsImpl)(x.ptr<float>(), static_cast<size_t>(x.strides[0]),
-                                          y.ptr<float>(), static_cast<size_t>(y.strides[0]), H,
-                                          static_cast<size_t>(b), static_cast<size_t>(e));
+        HWY_DYNAMIC_DISPATCH(AddRowsImpl)
+        (x.ptr<float>(), static_cast<size_t>(x.strides[0]), y.ptr<float>(),
+         static_cast<size_t>(y.strides[0]), H, static_cast<size_t>(b), static_cast<size_t>(e));
       });
 }
 

@@ -103,38 +103,43 @@ int64_t row_grain(size_t n) {
 void softmax(Tensor& x) {
   const auto M = static_cast<size_t>(x.shape[0]);
   const auto N = static_cast<size_t>(x.shape[1]);
-  ThreadPool::global().parallel_for(static_cast<int64_t>(M), row_grain(N), [&](int64_t b, int64_t e) {
-    HWY_DYNAMIC_DISPATCH(SoftmaxRowsImpl)(x.ptr<float>(), static_cast<size_t>(x.strides[0]), N,
-                                          static_cast<size_t>(b), static_cast<size_t>(e));
-  });
+  ThreadPool::global().parallel_for(static_cast<int64_t>(M), row_grain(N),
+                                    [&](int64_t b, int64_t e) {
+                                      HWY_DYNAMIC_DISPATCH(SoftmaxRowsImpl)
+                                      (x.ptr<float>(), static_cast<size_t>(x.strides[0]), N,
+                                       static_cast<size_t>(b), static_cast<size_t>(e));
+                                    });
 }
 
 void softcap(Tensor& x, float cap) {
   const auto M = static_cast<size_t>(x.shape[0]);
   const auto N = static_cast<size_t>(x.shape[1]);
-  ThreadPool::global().parallel_for(static_cast<int64_t>(M), row_grain(N), [&](int64_t b, int64_t e) {
-    HWY_DYNAMIC_DISPATCH(SoftcapRowsImpl)(x.ptr<float>(), static_cast<size_t>(x.strides[0]), N,
-                                          cap, static_cast<size_t>(b), static_cast<size_t>(e));
-  });
+  ThreadPool::global().parallel_for(static_cast<int64_t>(M), row_grain(N),
+                                    [&](int64_t b, int64_t e) {
+                                      HWY_DYNAMIC_DISPATCH(SoftcapRowsImpl)
+                                      (x.ptr<float>(), static_cast<size_t>(x.strides[0]), N, cap,
+                                       static_cast<size_t>(b), static_cast<size_t>(e));
+                                    });
 }
 
 void argmax(const Tensor& x, Tensor& out) {
   const auto M = static_cast<size_t>(x.shape[0]);
   const auto N = static_cast<size_t>(x.shape[1]);
-  ThreadPool::global().parallel_for(static_cast<int64_t>(M), row_grain(N), [&](int64_t b, int64_t e) {
-    for (auto m = static_cast<size_t>(b); m < static_cast<size_t>(e); ++m) {
-      const float* row = x.row<float>(static_cast<int64_t>(m));
-      size_t best = 0;
-      for (size_t i = 0; i < N; ++i) {
-        if (std::isnan(row[i])) {
-          best = i;
-          break;
+  ThreadPool::global().parallel_for(
+      static_cast<int64_t>(M), row_grain(N), [&](int64_t b, int64_t e) {
+        for (auto m = static_cast<size_t>(b); m < static_cast<size_t>(e); ++m) {
+          const float* row = x.row<float>(static_cast<int64_t>(m));
+          size_t best = 0;
+          for (size_t i = 0; i < N; ++i) {
+            if (std::isnan(row[i])) {
+              best = i;
+              break;
+            }
+            if (row[i] > row[best]) best = i;
+          }
+          out.ptr<int32_t>()[m] = static_cast<int32_t>(best);
         }
-        if (row[i] > row[best]) best = i;
-      }
-      out.ptr<int32_t>()[m] = static_cast<int32_t>(best);
-    }
-  });
+      });
 }
 
 }  // namespace ringlm::cpu

@@ -9,9 +9,15 @@
 
 namespace ringlm::cpu {
 
-inline float to_f32(float v) { return v; }
-inline float to_f32(hwy::bfloat16_t v) { return bf16_to_f32(v.bits); }
-inline float to_f32(hwy::float16_t v) { return f16_to_f32(v.bits); }
+inline float to_f32(float v) {
+  return v;
+}
+inline float to_f32(hwy::bfloat16_t v) {
+  return bf16_to_f32(v.bits);
+}
+inline float to_f32(hwy::float16_t v) {
+  return f16_to_f32(v.bits);
+}
 
 // Calls fn(static_cast<const T*>(data)) with T the storage type of a float dtype.
 template <typename Fn>

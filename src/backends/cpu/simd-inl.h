@@ -54,8 +54,7 @@ HWY_INLINE float ReduceMaxF32(D d, hn::Vec<D> v) {
 // Calls out = fn(v) on every vector of n floats (out may alias in). The tail is padded with `pad`
 // in a local buffer, so every element goes through the same vector code.
 template <class D, class Fn>
-HWY_INLINE void MapF32(D d, const float* in, float* out, size_t n, float pad,
-                       Fn&& fn) {
+HWY_INLINE void MapF32(D d, const float* in, float* out, size_t n, float pad, Fn&& fn) {
   const size_t L = hn::Lanes(d);
   size_t i = 0;
   for (; i + L <= n; i += L) hn::StoreU(fn(hn::LoadU(d, in + i)), d, out + i);

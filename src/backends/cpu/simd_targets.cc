@@ -11,7 +11,9 @@ namespace ringlm::cpu {
 
 namespace {
 // Targets both compiled (HWY_TARGETS, under hwy_config.h) and supported, as a bit set.
-int64_t usable_targets() { return hwy::SupportedTargets() & HWY_TARGETS; }
+int64_t usable_targets() {
+  return hwy::SupportedTargets() & HWY_TARGETS;
+}
 
 std::vector<int64_t> unmocked_targets() {
   static const std::vector<int64_t> targets = [] {
