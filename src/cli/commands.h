@@ -7,5 +7,7 @@ int run_generate(int argc, char** argv);
 int run_inspect(int argc, char** argv);
 int run_bench(int argc, char** argv);
 int run_random_model(int argc, char** argv);
+int run_chat(int argc, char** argv);
+int run_tokenize(int argc, char** argv);
 
 }  // namespace ringlm::cli

@@ -1,44 +1,70 @@
+// `ringlm generate`: greedy generation from text (streamed back as text) or from token ids (one
+// line of ids per prompt; several prompts run as one continuously batched job).
 #include <cstdio>
 #include <string>
 
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/common.h"
+#include "cli/text_io.h"
 #include "engine/runner.h"
+#include "tokenizer/detokenizer.h"
 
 namespace ringlm::cli {
 
+namespace {
+
+std::string join_ids(const std::vector<int32_t>& ids) {
+  std::string line;
+  for (size_t i = 0; i < ids.size(); ++i) line += (i ? "," : "") + std::to_string(ids[i]);
+  return line;
+}
+
+double rate(int64_t count, double seconds) {
+  return seconds > 0 ? static_cast<double>(count) / seconds : 0.0;
+}
+
+}  // namespace
+
 int run_generate(int argc, char** argv) {
   Args args(argc, argv,
-            {"model", "prompt-tokens", "max-tokens", "threads", "kv-memory", "max-step-tokens"});
+            {"model", "prompt", "prompt-tokens", "max-tokens", "threads", "kv-memory",
+             "max-step-tokens"});
   apply_threads(args);
-  auto model = models::load_model(args.required("model"));
-  // Several prompts are separated by ';' ("1,2,3;4,5") and run as one continuously batched job.
-  std::vector<std::vector<int32_t>> prompts =
-      parse_prompts(args.required("prompt-tokens"), model->vocab_size());
+  const std::string dir = args.required("model");
+  RINGLM_USER_CHECK(args.has("prompt") != args.has("prompt-tokens"),
+                    "give exactly one of --prompt TEXT and --prompt-tokens IDS");
+  auto model = models::load_model(dir);
   engine::Runner runner(*model, runner_config(args));
   engine::GreedyOptions options;
   options.max_new_tokens = args.integer("max-tokens", 32);
-  for (int64_t eos : model->config().eos_token_ids)
-    options.stop_token_ids.push_back(static_cast<int32_t>(eos));
-  const engine::GreedyResult result = engine::generate_greedy(runner, prompts, options);
-  for (const auto& tokens : result.tokens) {
-    std::string line;
-    for (size_t i = 0; i < tokens.size(); ++i) line += (i ? "," : "") + std::to_string(tokens[i]);
-    std::printf("%s\n", line.c_str());
+  engine::GreedyResult result;
+  if (args.has("prompt")) {
+    const Tokenizer tokenizer = Tokenizer::load(dir);
+    options.stop_token_ids = stop_tokens(dir, tokenizer);
+    IncrementalDetokenizer detok(tokenizer, /*skip_special_tokens=*/true);
+    options.on_token = [&](size_t, int32_t token) {
+      std::fputs(detok.push(token).c_str(), stdout);
+      std::fflush(stdout);
+    };
+    result = engine::generate_greedy(runner, {tokenizer.encode(args.str("prompt"))}, options);
+    std::printf("%s\n", detok.flush().c_str());
+  } else {
+    // Several prompts are separated by ';' ("1,2,3;4,5").
+    const auto prompts = parse_prompts(args.required("prompt-tokens"), model->vocab_size());
+    for (int64_t eos : model->config().eos_token_ids) {
+      options.stop_token_ids.push_back(static_cast<int32_t>(eos));
+    }
+    result = engine::generate_greedy(runner, prompts, options);
+    for (const auto& tokens : result.tokens) std::printf("%s\n", join_ids(tokens).c_str());
   }
-  std::fprintf(stderr,
-               "prompt %lld tokens, generated %lld tokens in %lld steps; prefill %.1f tok/s, "
-               "decode %.1f tok/s\n",
-               static_cast<long long>(result.prompt_tokens),
-               static_cast<long long>(result.generated_tokens),
-               static_cast<long long>(result.steps),
-               result.prefill_seconds > 0
-                   ? static_cast<double>(result.prompt_tokens) / result.prefill_seconds
-                   : 0.0,
-               result.decode_seconds > 0
-                   ? static_cast<double>(result.generated_tokens) / result.decode_seconds
-                   : 0.0);
+  std::fprintf(
+      stderr,
+      "prompt %lld tokens, generated %lld tokens in %lld steps; prefill %.1f tok/s, "
+      "decode %.1f tok/s\n",
+      static_cast<long long>(result.prompt_tokens), static_cast<long long>(result.generated_tokens),
+      static_cast<long long>(result.steps), rate(result.prompt_tokens, result.prefill_seconds),
+      rate(result.generated_tokens, result.decode_seconds));
   return 0;
 }
 

@@ -11,7 +11,10 @@ namespace {
 void usage() {
   std::fputs(
       "usage: ringlm <command> [flags]\n"
-      "  generate --model DIR --prompt-tokens 1,2,3 [--max-tokens N]   greedy generation\n"
+      "  generate --model DIR (--prompt TEXT | --prompt-tokens 1,2,3[;4,5]) [--max-tokens N]\n"
+      "                                                                greedy generation\n"
+      "  chat --model DIR [--system TEXT] [--max-tokens N]             interactive chat (stdin)\n"
+      "  tokenize --model DIR --text TEXT [--no-special]               print token ids\n"
       "  inspect DIR [--json]                                          describe a checkpoint\n"
       "  bench --model DIR [--prompt-len N] [--gen N] [--batch N]       prefill/decode speed\n"
       "  random-model --preset NAME --out DIR [--dtype bf16]           random-weight checkpoint\n"
@@ -29,6 +32,8 @@ int main(int argc, char** argv) {
   const char* command = argv[1];
   try {
     if (std::strcmp(command, "generate") == 0) return ringlm::cli::run_generate(argc - 2, argv + 2);
+    if (std::strcmp(command, "chat") == 0) return ringlm::cli::run_chat(argc - 2, argv + 2);
+    if (std::strcmp(command, "tokenize") == 0) return ringlm::cli::run_tokenize(argc - 2, argv + 2);
     if (std::strcmp(command, "inspect") == 0) return ringlm::cli::run_inspect(argc - 2, argv + 2);
     if (std::strcmp(command, "bench") == 0) return ringlm::cli::run_bench(argc - 2, argv + 2);
     if (std::strcmp(command, "random-model") == 0) {

@@ -114,6 +114,7 @@ GreedyResult generate_greedy(Runner& runner, const std::vector<std::vector<int32
       auto& out = result.tokens[row.prompt_index];
       out.push_back(token);
       ++result.generated_tokens;
+      if (options.on_token) options.on_token(row.prompt_index, token);
       row.next_token = token;
       const bool stop = std::find(options.stop_token_ids.begin(), options.stop_token_ids.end(),
                                   token) != options.stop_token_ids.end();

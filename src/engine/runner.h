@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -42,6 +43,8 @@ class Runner {
 
 struct GreedyOptions {
   int64_t max_new_tokens = 32;
+  // Called with (prompt index, token) as each token is produced, for streaming.
+  std::function<void(size_t, int32_t)> on_token;
   std::vector<int32_t> stop_token_ids;  // generation ends after emitting one of these
   int max_rows = 16;                    // rows decoding at once
 };
