@@ -64,7 +64,9 @@ int run_generate(int argc, char** argv) {
       "decode %.1f tok/s\n",
       static_cast<long long>(result.prompt_tokens), static_cast<long long>(result.generated_tokens),
       static_cast<long long>(result.steps), rate(result.prompt_tokens, result.prefill_seconds),
-      rate(result.generated_tokens, result.decode_seconds));
+      // The first token of each prompt comes from its prefill step.
+      rate(result.generated_tokens - static_cast<int64_t>(result.tokens.size()),
+           result.decode_seconds));
   return 0;
 }
 
