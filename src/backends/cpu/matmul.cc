@@ -19,6 +19,8 @@
 
 #include <hwy/highway.h>
 
+#include <hwy/cache_control.h>
+
 #include "backends/cpu/simd-inl.h"
 
 #include <algorithm>
@@ -60,9 +62,13 @@ constexpr size_t kWideNR = 4;
 #else
 constexpr size_t kWideNR = 2;
 #endif
+// GEMV (MR = 1) streams 8 weight rows at once: more memory streams in flight measured ~15% faster
+// than 4 on AVX2 and AVX-512 (each converted weight vector is used once, so registers suffice).
 constexpr size_t NrFor(size_t mr) {
-  return mr <= 2 ? 4 : kWideNR;
+  return mr == 1 ? 8 : mr == 2 ? 4 : kWideNR;
 }
+
+constexpr size_t kPrefetch = 512;  // elements ahead in each weight row (1 KiB of bf16)
 
 // y[m0 + i, n + j] for i < MR, j < NR.
 template <size_t MR, size_t NR, typename W>
@@ -82,6 +88,9 @@ HWY_INLINE void Tile(const MatmulTask& t, size_t m0, size_t n) {
   size_t k = 0;
   for (; k + L <= K; k += L) {
     hn::Vec<DF> wv[NR];
+    if constexpr (MR == 1) {  // GEMV: nothing is reused, so ask for the rows early
+      RINGLM_UNROLL for (size_t j = 0; j < NR; ++j) hwy::Prefetch(w + j * K + k + kPrefetch);
+    }
     RINGLM_UNROLL for (size_t j = 0; j < NR; ++j) wv[j] = LoadF32(df, w + j * K + k);
     RINGLM_UNROLL for (size_t i = 0; i < MR; ++i) {
       const auto xv = hn::LoadU(df, x + i * t.x_stride + k);
