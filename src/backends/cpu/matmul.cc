@@ -132,9 +132,11 @@ HWY_INLINE void RowBlock(const MatmulTask& t, size_t m, size_t n0, size_t n1) {
 
 template <typename W>
 void RunTask(const MatmulTask& t) {
-  // Column blocks of about 128 KiB of weights stay in L2 while every row block passes over them.
+  // Column blocks of about 128 KiB of weights stay in L2 while every row block passes over them
+  // (a multiple of 8 columns, so whole tiles fit). A single row block needs no blocking.
   const size_t row_bytes = std::max<size_t>(t.K * sizeof(W), 1);
-  const size_t block = std::max<size_t>(4, (size_t{128} << 10) / row_bytes);
+  const size_t block =
+      t.m1 - t.m0 <= 4 ? t.n1 - t.n0 : std::max<size_t>(1, (size_t{128} << 10) / row_bytes / 8) * 8;
   for (size_t nb = t.n0; nb < t.n1; nb += block) {
     const size_t ne = std::min(t.n1, nb + block);
     size_t m = t.m0;
@@ -206,7 +208,7 @@ void matmul(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& y) {
   // Split columns (each thread streams its own part of w) unless there are too few columns to
   // share and enough rows: then split rows in multiples of the 4-row tile.
   if (N >= 16 * threads || M < 8) {
-    pool.parallel_for(static_cast<int64_t>(N), 4, [&](int64_t begin, int64_t end) {
+    pool.parallel_for(static_cast<int64_t>(N), 8, [&](int64_t begin, int64_t end) {
       MatmulTask t = base;
       t.n0 = static_cast<size_t>(begin);
       t.n1 = static_cast<size_t>(end);
