@@ -1,7 +1,10 @@
 // Dispatch for attention and kv_write: shapes, dtypes and the row layout (query ranges, context
 // lengths, block tables) are checked here once, so kernels can trust every index they follow.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <string>
+#include <vector>
 
 #include "backends/cpu/cpu_ops.h"
 #include "ops/check.h"
@@ -92,11 +95,18 @@ void kv_write(const Tensor& k, const Tensor& v, const Tensor& slots, KvLayerView
   check_shape(slots, {k.shape[0]}, "kv_write slots");
   detail::check_contiguous(slots, "kv_write slots");
   const int64_t capacity = kv.k.shape[0] * kv.k.shape[1];
+  std::vector<int32_t> sorted(static_cast<size_t>(slots.shape[0]));
   for (int64_t t = 0; t < slots.shape[0]; ++t) {
     const int32_t s = slots.ptr<const int32_t>()[t];
     RINGLM_CHECK(s >= 0 && s < capacity, "kv_write: slot ", s, " of token ", t,
                  " is outside the cache [0, ", capacity, ")");
+    sorted[static_cast<size_t>(t)] = s;
   }
+  // Two tokens of one step in one slot is a planning bug (and a data race between threads).
+  std::sort(sorted.begin(), sorted.end());
+  const auto dup = std::adjacent_find(sorted.begin(), sorted.end());
+  RINGLM_CHECK(dup == sorted.end(), "kv_write: slot ", dup == sorted.end() ? 0 : *dup,
+               " is written by two tokens");
   cpu::kv_write(k, v, slots, kv);
 }
 

@@ -114,7 +114,8 @@ void attention(const Tensor& q,  // F32[T, q_heads, head_dim]
                Tensor& out);  // F32[T, q_heads, head_dim]
 
 // Writes this step's K/V: token t goes to slot slots[t] = block * block_tokens + offset, which must
-// be in [0, num_blocks * block_tokens). f32 is rounded to the cache dtype (nearest even).
+// be in [0, num_blocks * block_tokens) and distinct. f32 is rounded to the cache dtype (nearest
+// even).
 void kv_write(const Tensor& k,      // F32[T, kv_heads, head_dim]
               const Tensor& v,      // F32[T, kv_heads, head_dim]
               const Tensor& slots,  // I32[T]

@@ -146,6 +146,9 @@ TEST(OpErrors, KvWrite) {
   slots.p<int32_t>()[1] = 2;
   expect_error([&] { kv_write(k_bad.t(), v.t(), slots.t(), kv); }, {"kv_write k"});
   EXPECT_NO_THROW(kv_write(k.t(), v.t(), slots.t(), kv));
+  slots.p<int32_t>()[2] = 0;  // same slot as token 0
+  expect_error([&] { kv_write(k.t(), v.t(), slots.t(), kv); },
+               {"kv_write", "slot 0", "two tokens"});
 }
 
 }  // namespace

@@ -19,6 +19,8 @@
 
 #include <hwy/highway.h>
 
+#include <hwy/cache_control.h>
+
 #include "backends/cpu/simd-inl.h"
 
 #include <algorithm>
@@ -60,9 +62,13 @@ constexpr size_t kWideNR = 4;
 #else
 constexpr size_t kWideNR = 2;
 #endif
+// GEMV (MR = 1) streams 8 weight rows at once: more memory streams in flight measured ~15% faster
+// than 4 on AVX2 and AVX-512 (each converted weight vector is used once, so registers suffice).
 constexpr size_t NrFor(size_t mr) {
-  return mr <= 2 ? 4 : kWideNR;
+  return mr == 1 ? 8 : mr == 2 ? 4 : kWideNR;
 }
+
+constexpr size_t kPrefetch = 512;  // elements ahead in each weight row (1 KiB of bf16)
 
 // y[m0 + i, n + j] for i < MR, j < NR.
 template <size_t MR, size_t NR, typename W>
@@ -82,6 +88,9 @@ HWY_INLINE void Tile(const MatmulTask& t, size_t m0, size_t n) {
   size_t k = 0;
   for (; k + L <= K; k += L) {
     hn::Vec<DF> wv[NR];
+    if constexpr (MR == 1) {  // GEMV: nothing is reused, so ask for the rows early
+      RINGLM_UNROLL for (size_t j = 0; j < NR; ++j) hwy::Prefetch(w + j * K + k + kPrefetch);
+    }
     RINGLM_UNROLL for (size_t j = 0; j < NR; ++j) wv[j] = LoadF32(df, w + j * K + k);
     RINGLM_UNROLL for (size_t i = 0; i < MR; ++i) {
       const auto xv = hn::LoadU(df, x + i * t.x_stride + k);
@@ -123,9 +132,11 @@ HWY_INLINE void RowBlock(const MatmulTask& t, size_t m, size_t n0, size_t n1) {
 
 template <typename W>
 void RunTask(const MatmulTask& t) {
-  // Column blocks of about 128 KiB of weights stay in L2 while every row block passes over them.
+  // Column blocks of about 128 KiB of weights stay in L2 while every row block passes over them
+  // (a multiple of 8 columns, so whole tiles fit). A single row block needs no blocking.
   const size_t row_bytes = std::max<size_t>(t.K * sizeof(W), 1);
-  const size_t block = std::max<size_t>(4, (size_t{128} << 10) / row_bytes);
+  const size_t block =
+      t.m1 - t.m0 <= 4 ? t.n1 - t.n0 : std::max<size_t>(1, (size_t{128} << 10) / row_bytes / 8) * 8;
   for (size_t nb = t.n0; nb < t.n1; nb += block) {
     const size_t ne = std::min(t.n1, nb + block);
     size_t m = t.m0;
@@ -197,7 +208,7 @@ void matmul(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& y) {
   // Split columns (each thread streams its own part of w) unless there are too few columns to
   // share and enough rows: then split rows in multiples of the 4-row tile.
   if (N >= 16 * threads || M < 8) {
-    pool.parallel_for(static_cast<int64_t>(N), 4, [&](int64_t begin, int64_t end) {
+    pool.parallel_for(static_cast<int64_t>(N), 8, [&](int64_t begin, int64_t end) {
       MatmulTask t = base;
       t.n0 = static_cast<size_t>(begin);
       t.n1 = static_cast<size_t>(end);
