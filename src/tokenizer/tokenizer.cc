@@ -25,18 +25,6 @@ std::optional<std::string> read_file(const std::filesystem::path& p) {
   return ss.str();
 }
 
-void replace_every(std::string& s, std::string_view from, std::string_view to) {
-  std::string out;
-  size_t pos = 0, last = 0;
-  while ((pos = s.find(from, last)) != std::string::npos) {
-    out.append(s, last, pos - last);
-    out.append(to);
-    last = pos + from.size();
-  }
-  out.append(s, last, std::string::npos);
-  s = std::move(out);
-}
-
 }  // namespace
 
 Tokenizer::Tokenizer() = default;
@@ -159,15 +147,6 @@ std::optional<std::string> Tokenizer::chat_template(std::string_view name) const
   auto it = config_.chat_templates.find(std::string(name));
   if (it == config_.chat_templates.end()) return std::nullopt;
   return it->second;
-}
-
-std::string clean_up_tokenization(std::string_view text) {
-  std::string s(text);
-  static constexpr std::pair<std::string_view, std::string_view> kRules[] = {
-      {" .", "."},     {" ?", "?"},   {" !", "!"},   {" ,", ","},     {" ' ", "'"},
-      {" n't", "n't"}, {" 'm", "'m"}, {" 's", "'s"}, {" 've", "'ve"}, {" 're", "'re"}};
-  for (const auto& [from, to] : kRules) replace_every(s, from, to);
-  return s;
 }
 
 IncrementalDetokenizer::IncrementalDetokenizer(const Tokenizer& t, bool skip_special_tokens)

@@ -79,8 +79,4 @@ class Tokenizer {
   int32_t bos_id_ = -1, eos_id_ = -1;
 };
 
-// HF transformers' clean_up_tokenization (" ." -> ".", " n't" -> "n't", ...), which
-// PreTrainedTokenizer.decode applies when clean_up_tokenization_spaces is set. Not streamable.
-std::string clean_up_tokenization(std::string_view text);
-
 }  // namespace ringlm
