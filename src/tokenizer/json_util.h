@@ -49,7 +49,9 @@ inline int64_t get_int_or(const json& j, const char* key, int64_t dflt, const st
   return it->get<int64_t>();
 }
 
+// Also bounds nesting (Sequence in Sequence ...): the path in `where` grows with depth.
 inline std::string type_of(const json& j, const std::string& where) {
+  RINGLM_USER_CHECK(where.size() < 1024, where.substr(0, 80), "...: components nested too deeply");
   return get_string(j, "type", where);
 }
 

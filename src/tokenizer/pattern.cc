@@ -28,6 +28,8 @@ struct JitResources {
     stack = pcre2_jit_stack_create(32 * 1024, 4 * 1024 * 1024, nullptr);
     mctx = pcre2_match_context_create(nullptr);
     if (mctx != nullptr && stack != nullptr) pcre2_jit_stack_assign(mctx, nullptr, stack);
+    // Bound backtracking per match (pathological patterns in a file -> error, not a hang).
+    if (mctx != nullptr) pcre2_set_match_limit(mctx, 20'000'000);
   }
   ~JitResources() {
     pcre2_match_context_free(mctx);
@@ -132,7 +134,11 @@ void Regex::find_all(std::string_view s, std::vector<Range>& out) const {
             ? pcre2_jit_match(impl_->code, subject, s.size(), start, 0, r.md, r.mctx)
             : pcre2_match(impl_->code, subject, s.size(), start, PCRE2_NO_UTF_CHECK, r.md, r.mctx);
     if (rc == PCRE2_ERROR_NOMATCH) break;
-    RINGLM_USER_CHECK(rc >= 0, "regex match failed (PCRE2 error ", rc, ")");
+    if (rc < 0) {
+      PCRE2_UCHAR buf[256];
+      pcre2_get_error_message(rc, buf, sizeof(buf));
+      RINGLM_USER_CHECK(false, "regex match failed: ", reinterpret_cast<const char*>(buf));
+    }
     const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(r.md);
     const size_t b = ov[0], e = ov[1];
     if (b == e && have_last && last_end == e) {
