@@ -77,6 +77,8 @@ Tokenizer Tokenizer::from_json(std::string_view tokenizer_json, std::string_view
   t.added_ = std::make_unique<tok::AddedVocab>();
   t.added_->build(get("added_tokens"), *t.model_, t.normalizer_.get(), where + ".added_tokens");
 
+  t.max_id_ = t.added_->max_id();
+  for (const auto& [tokstr, id] : t.model_->vocab()) t.max_id_ = std::max(t.max_id_, id);
   if (!config_json.empty())
     t.config_ = TokenizerConfig::parse(config_json, "tokenizer_config.json");
   if (t.config_.bos_token) t.bos_id_ = t.token_to_id(*t.config_.bos_token);
@@ -138,9 +140,7 @@ size_t Tokenizer::vocab_size() const {
 }
 
 int32_t Tokenizer::max_token_id() const {
-  int32_t m = added_->max_id();
-  for (const auto& [tokstr, id] : model_->vocab()) m = std::max(m, id);
-  return m;
+  return max_id_;
 }
 
 std::optional<std::string> Tokenizer::chat_template(std::string_view name) const {

@@ -10,7 +10,14 @@
 // encode() accepts arbitrary bytes: invalid UTF-8 is first replaced by U+FFFD per maximal invalid
 // subpart (what Python's bytes.decode("utf-8", "replace") gives HF). Special-token strings in the
 // text become their ids (HF's default); pass parse_special=false to treat them as text.
-// All const methods are thread-safe (the BPE word cache is internally locked).
+// add_special_tokens applies tokenizer.json's post_processor, as the HF tokenizers library does;
+// tokenizer_config.json's add_bos_token/add_eos_token are exposed in config() but not re-applied.
+// Supported: model BPE; normalizers NFC/NFD/NFKC/NFKD, Lowercase, Replace, Prepend, Strip,
+// Sequence; pre-tokenizers ByteLevel, Split, Metaspace, Digits, Punctuation, Whitespace,
+// WhitespaceSplit, BertPreTokenizer, Sequence; post-processors TemplateProcessing,
+// Bert/RobertaProcessing, ByteLevel, Sequence; decoders ByteLevel, Metaspace, ByteFallback, Fuse,
+// Strip, Replace, Sequence. Anything else is a ringlm::Error naming the type and its place in the
+// file. All const methods are thread-safe (the BPE word cache is internally locked).
 #pragma once
 
 #include <cstdint>
@@ -76,7 +83,7 @@ class Tokenizer {
   std::unique_ptr<tok::PostProcessor> post_;
   std::unique_ptr<tok::Decoder> decoder_;
   TokenizerConfig config_;
-  int32_t bos_id_ = -1, eos_id_ = -1;
+  int32_t bos_id_ = -1, eos_id_ = -1, max_id_ = -1;
 };
 
 }  // namespace ringlm
