@@ -85,6 +85,17 @@ BpeModel::BpeModel(const json& j, const std::string& where) {
     all_bytes_ = all_bytes_ && byte_ids_[b] >= 0;
   }
 
+  // Most initial symbols are single characters: look them up in a flat table, not the hash map.
+  bmp_ids_.assign(0x10000, -1);
+  for (const auto& [tokstr, id] : vocab_) {
+    if (tokstr.empty() || utf8_len(static_cast<unsigned char>(tokstr[0])) != tokstr.size() ||
+        !is_valid_utf8(tokstr))
+      continue;
+    size_t i = 0;
+    const char32_t cp = next_cp(tokstr, i);
+    if (cp < 0x10000) bmp_ids_[cp] = id;
+  }
+
   const json& merges = field(j, "merges", where);
   RINGLM_USER_CHECK(merges.is_array(), where, ".merges: expected an array");
   size_t cap = 16;
@@ -196,13 +207,20 @@ void BpeModel::merge_word(std::string_view w, std::vector<int32_t>& out) const {
       if (i >= w.size()) s += end_of_word_suffix_;
       piece = s;
     }
-    auto it = vocab_.find(piece);
-    if (it != vocab_.end()) {
+    int32_t id = -1;
+    if (!affixed && byte_len < 4) {
+      size_t k = 0;
+      id = bmp_ids_[next_cp(piece, k)];
+    } else {
+      auto it = vocab_.find(piece);
+      if (it != vocab_.end()) id = it->second;
+    }
+    if (id >= 0) {
       if (have_unk) {
         add(pending_unk, pending_len);
         have_unk = false;
       }
-      add(it->second, byte_len);
+      add(id, byte_len);
       continue;
     }
     if (byte_fallback_) {

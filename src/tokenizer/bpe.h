@@ -60,6 +60,7 @@ class BpeModel {
   std::string continuing_subword_prefix_, end_of_word_suffix_;
   bool fuse_unk_ = false, byte_fallback_ = false, ignore_merges_ = false;
   int32_t byte_ids_[256];
+  std::vector<int32_t> bmp_ids_;  // id of each single-character BMP token, -1 if none
   bool all_bytes_ = false;
 
   // Word cache (like HF's: words shorter than 256 bytes, bounded count).
