@@ -17,6 +17,10 @@ reference implementation), configured the way Hugging Face transformers renders 
 
 Writes tests/fixtures/chat_templates/conversations.json (the inputs) and
 tests/fixtures/chat_templates/expected/<template>.json (output or error per conversation).
+
+Also renders the language-feature snippets of tests/fixtures/chat_templates/snippets.json (each a
+template and a context) and stores each one's output or error back into that file; snippets whose
+output shows a Python object address (non-deterministic) are marked "skip".
 Run with Debian's interpreter: /usr/bin/python3 tools/golden/render_templates.py
 """
 import json
@@ -267,6 +271,25 @@ def main():
             f.write("\n")
         ok = sum(1 for r in results.values() if "output" in r)
         summary.append(f"{name}: {ok} rendered, {len(results) - ok} raised")
+    snippets_path = os.path.join(FIXTURES, "snippets.json")
+    with open(snippets_path, encoding="utf-8") as f:
+        snippets = json.load(f)
+    for sn in snippets:
+        for key in ("output", "error", "skip"):
+            sn.pop(key, None)
+        try:
+            out = env.from_string(sn["template"]).render(**sn["context"])
+            if " at 0x" in out:
+                sn["skip"] = "output shows a Python object address"
+            else:
+                sn["output"] = out
+        except Exception as e:
+            sn["error"] = f"{type(e).__name__}: {e}"
+    with open(snippets_path, "w", encoding="utf-8") as f:
+        json.dump(snippets, f, ensure_ascii=False, indent=1)
+        f.write("\n")
+    summary.append(f"snippets: {sum('output' in s for s in snippets)} rendered, "
+                   f"{sum('error' in s for s in snippets)} raised, {sum('skip' in s for s in snippets)} skipped")
     print("\n".join(summary))
 
 

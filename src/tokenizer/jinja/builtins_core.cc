@@ -135,7 +135,7 @@ Value binary_op(Interp& in, const std::string& op, const Value& a, const Value& 
     return Value::number(std::floor((x - py_fmod(x, y)) / y + 0.0));
   }
   if (op == "%") {
-    if (a.is_string()) type_error("printf-style '%' string formatting is not supported");
+    if (a.is_string()) return in.make_string(percent_format(in, a.str(), b));
     if (!nums) unsupported(op, a, b);
     if (b.as_double() == 0) type_error("ZeroDivisionError: integer division or modulo by zero");
     if (ints) {

@@ -367,7 +367,6 @@ Value call_filter(Interp& in, const std::string& name, const Value& v, CallArgs&
   }
   if (name == "first") {
     args({});
-    require_defined(v);
     if (v.is_list() && v.list_obj().kind == SeqKind::Generator) {
       List& l = v.list_obj();
       if (l.cursor < l.items.size()) return l.items[l.cursor++];
@@ -568,7 +567,6 @@ Value call_filter(Interp& in, const std::string& name, const Value& v, CallArgs&
     std::vector<Value> out;
     bool fill = b[1] && !b[1]->is_none();
     if (name == "batch") {
-      if (n <= 0) type_error("batch size must be positive");
       std::vector<Value> tmp;
       for (auto& item : items) {
         if (static_cast<int64_t>(tmp.size()) == n) {
@@ -635,7 +633,16 @@ Value call_filter(Interp& in, const std::string& name, const Value& v, CallArgs&
     return Value::string(repr(v));
   }
   if (name == "format") {
-    type_error("the 'format' filter (printf-style formatting) is not supported");
+    // soft_str(value) % (kwargs or args)
+    Value fargs;
+    if (!a.kw.empty()) {
+      auto d = std::make_shared<Dict>();
+      for (const auto& [k, x] : a.kw) d->set(Value::string(k), x);
+      fargs = Value::dict(d);
+    } else {
+      fargs = Value::tuple(a.pos);
+    }
+    return in.make_string(percent_format(in, to_str(v), fargs));
   }
   if (name == "striptags" || name == "random" || name == "filesizeformat" || name == "urlencode" ||
       name == "urlize" || name == "wordwrap" || name == "xmlattr") {

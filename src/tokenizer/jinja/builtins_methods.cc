@@ -171,6 +171,132 @@ std::string str_format(Interp& in, const std::string& fmt, CallArgs& a) {
   return out;
 }
 
+}  // namespace
+
+std::string percent_format(Interp& in, const std::string& fmt, const Value& args) {
+  // Python's printf-style formatting: a tuple supplies positional arguments, a dict named ones,
+  // anything else is the single argument.
+  std::vector<Value> pos;
+  const Dict* mapping = nullptr;
+  bool tuple_args = args.is_list() && args.list_obj().kind == SeqKind::Tuple;
+  if (tuple_args)
+    pos = args.list_obj().items;
+  else if (args.is_dict())
+    mapping = &args.dict_obj();
+  else
+    pos.push_back(args);
+  size_t next = 0;
+  bool used_mapping = false;
+  std::string out;
+  auto take = [&]() -> Value {
+    if (next >= pos.size()) type_error("not enough arguments for format string");
+    return pos[next++];
+  };
+  size_t i = 0;
+  while (i < fmt.size()) {
+    char c = fmt[i++];
+    if (c != '%') {
+      out += c;
+      continue;
+    }
+    if (i >= fmt.size()) type_error("ValueError: incomplete format");
+    Value v;
+    bool have_v = false;
+    if (fmt[i] == '(') {
+      size_t close = fmt.find(')', i);
+      if (close == std::string::npos) type_error("ValueError: incomplete format key");
+      if (mapping == nullptr) type_error("format requires a mapping");
+      const Value* found = mapping->find(fmt.substr(i + 1, close - i - 1));
+      if (found == nullptr) type_error("KeyError: '" + fmt.substr(i + 1, close - i - 1) + "'");
+      v = *found;
+      have_v = true;
+      used_mapping = true;
+      i = close + 1;
+    }
+    std::string flags;
+    while (i < fmt.size() && std::string("-+ #0").find(fmt[i]) != std::string::npos)
+      flags += fmt[i++];
+    auto number = [&]() -> int64_t {
+      if (i < fmt.size() && fmt[i] == '*') {
+        ++i;
+        Value w = take();
+        if (!w.is_integral()) type_error("* wants int");
+        return std::clamp<int64_t>(w.as_int(), -4096, 4096);
+      }
+      int64_t n = 0;
+      while (i < fmt.size() && fmt[i] >= '0' && fmt[i] <= '9')
+        n = std::min<int64_t>(n * 10 + (fmt[i++] - '0'), 4096);
+      return n;
+    };
+    int64_t width = number();
+    int64_t prec = -1;
+    if (i < fmt.size() && fmt[i] == '.') {
+      ++i;
+      prec = number();
+    }
+    while (i < fmt.size() && (fmt[i] == 'l' || fmt[i] == 'h' || fmt[i] == 'L')) ++i;
+    if (i >= fmt.size()) type_error("ValueError: incomplete format");
+    char conv = fmt[i++];
+    if (conv == '%') {
+      out += '%';
+      continue;
+    }
+    if (!have_v) v = take();
+    std::string piece;
+    if (conv == 's' || conv == 'r' || conv == 'a') {
+      piece = conv == 's' ? to_str(v) : repr(v);
+      if (prec >= 0) piece = py::encode(py::decode(piece).substr(0, static_cast<size_t>(prec)));
+    } else if (std::string("diouxXeEfFgGc").find(conv) != std::string::npos) {
+      require_defined(v);
+      if (conv == 'c') {
+        if (v.is_string() && py::length(v.str()) == 1) {
+          piece = v.str();
+        } else if (v.is_integral() && v.as_int() >= 0 && v.as_int() <= 0x10ffff) {
+          py::append_utf8(piece, static_cast<char32_t>(v.as_int()));
+        } else {
+          type_error("%c requires int or char");
+        }
+      } else {
+        if (!v.is_number())
+          type_error("%" + std::string(1, conv) + " format: a real number is required, not " +
+                     type_name(v));
+        std::string spec = "%" + flags + (width > 0 ? std::to_string(width) : "");
+        if (width < 0) spec = "%-" + flags + std::to_string(-width);
+        width = 0;  // snprintf pads numeric conversions itself
+        if (prec >= 0) spec += "." + std::to_string(prec);
+        char buf[512];
+        if (std::string("diouxX").find(conv) != std::string::npos) {
+          if ((conv == 'o' || conv == 'x' || conv == 'X') && v.kind() == Kind::Float)
+            type_error("%" + std::string(1, conv) + " format: an integer is required, not float");
+          int64_t n = v.kind() == Kind::Float ? static_cast<int64_t>(v.as_double()) : v.as_int();
+          spec += std::string("ll") + (conv == 'i' || conv == 'u' ? 'd' : conv);
+          std::snprintf(buf, sizeof buf, spec.c_str(), static_cast<long long>(n));
+        } else {
+          spec += conv;
+          std::snprintf(buf, sizeof buf, spec.c_str(), v.as_double());
+        }
+        piece = buf;
+      }
+    } else {
+      type_error(std::string("ValueError: unsupported format character '") + conv + "'");
+    }
+    auto len = static_cast<int64_t>(py::length(piece));
+    bool left = flags.find('-') != std::string::npos || width < 0;
+    if (width < 0) width = -width;
+    if (width > len) {
+      std::string pad(static_cast<size_t>(width - len), ' ');
+      piece = left ? piece + pad : pad + piece;
+    }
+    out += piece;
+    in.check_string_size(out.size());
+  }
+  if (!used_mapping && mapping == nullptr && next < pos.size())
+    type_error("not all arguments converted during string formatting");
+  return out;
+}
+
+namespace {
+
 Value string_method(Interp& in, const std::string& s, const std::string& name, CallArgs& a) {
   auto args = [&](std::vector<const char*> names) { return bind_args(a, names, name); };
   if (name == "upper") return (args({}), Value::string(py::upper(s)));

@@ -111,6 +111,9 @@ bool call_test(Interp& in, const std::string& name, const Value& input, CallArgs
 std::optional<Value> get_method(Interp& in, const Value& obj, const std::string& name);
 std::vector<std::pair<std::string, Value>> make_globals(Interp& in);
 
+// Python's printf-style `fmt % args`.
+std::string percent_format(Interp& in, const std::string& fmt, const Value& args);
+
 // Python operators.
 Value binary_op(Interp& in, const std::string& op, const Value& a, const Value& b);
 Value unary_minus(const Value& v);

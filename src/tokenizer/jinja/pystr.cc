@@ -520,6 +520,25 @@ std::optional<int64_t> parse_int(std::string_view s, int base) {
   size_t i = 0;
   bool neg = false;
   if (i < t.size() && (t[i] == '+' || t[i] == '-')) neg = t[i++] == '-';
+  // A radix prefix is allowed when it matches the base; base 0 picks the base from it.
+  if (i + 1 < t.size() && t[i] == '0') {
+    char p = static_cast<char>(t[i + 1] | 0x20);
+    int prefixed = p == 'x' ? 16 : p == 'o' ? 8 : p == 'b' ? 2 : 0;
+    if (prefixed != 0 && (base == 0 || base == prefixed)) {
+      base = prefixed;
+      i += 2;
+      if (i < t.size() && t[i] == '_') ++i;
+    }
+  }
+  if (base == 0) {
+    // Decimal with base 0: no leading zeros except for zero itself.
+    base = 10;
+    if (i + 1 < t.size() && t[i] == '0') {
+      for (size_t k = i; k < t.size(); ++k)
+        if (t[k] != '0' && t[k] != '_') return std::nullopt;
+    }
+  }
+  if (base < 2 || base > 36) return std::nullopt;
   std::string digits;
   bool prev_us = true;  // an underscore may not lead, trail or repeat
   for (; i < t.size(); ++i) {
