@@ -1,0 +1,15 @@
+// Recursive-descent parser: tokens -> statement list, following jinja2 3.1's grammar and operator
+// precedence (filters bind tighter than arithmetic, `not` looser than comparisons, ...).
+#pragma once
+
+#include <string_view>
+#include <vector>
+
+#include "tokenizer/jinja/ast.h"
+
+namespace ringlm::jinja {
+
+// Throws TemplateError(Syntax) with the offending line.
+std::vector<StmtPtr> parse_template(std::string_view source);
+
+}  // namespace ringlm::jinja
