@@ -159,7 +159,7 @@ TEST(Cli, BadInputGivesAClearError) {
       {"generate --model " + model + " --prompt-tokens 99999", "out of range"},
       {"generate --model " + model + " --prompt-tokens 1 --max-tokens 0", "max_new_tokens"},
       {"generate --model " + model + " --bogus 1", "unknown flag --bogus"},
-      {"generate --model " + model, "missing required flag --prompt-tokens"},
+      {"generate --model " + model, "give exactly one of --prompt TEXT and --prompt-tokens IDS"},
       {"frobnicate", "unknown command"},
   };
   for (const auto& c : cases) {
