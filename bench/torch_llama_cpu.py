@@ -82,7 +82,12 @@ class Llama:
             kk = k.repeat_interleave(rep, 2).transpose(1, 2)
             vv = v.repeat_interleave(rep, 2).transpose(1, 2)
             qq = q.transpose(1, 2)
-            att = torch.nn.functional.scaled_dot_product_attention(qq, kk, vv, is_causal=T > 1)
+            scores = (qq @ kk.transpose(-1, -2)) * (self.head_dim ** -0.5)
+            if T > 1:  # causal within the new tokens (the cache holds only earlier positions)
+                S = kk.shape[2]
+                mask = torch.ones(T, S, dtype=torch.bool).tril(S - T)
+                scores = scores.masked_fill(~mask, float("-inf"))
+            att = torch.softmax(scores.float(), -1).to(self.dtype) @ vv
             o = att.transpose(1, 2).reshape(1, T, -1) @ w[p + "self_attn.o_proj.weight"].T
             x = x + o
             h = self.norm(x, w[p + "post_attention_layernorm.weight"])
