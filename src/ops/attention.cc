@@ -33,9 +33,9 @@ void check_rows(const AttentionRows& rows, int64_t T, int64_t num_blocks, int bl
     RINGLM_CHECK(T == 0, "attention: ", T, " query tokens but no rows");
     return;
   }
-  RINGLM_CHECK(rows.query_start != nullptr && rows.context_len != nullptr &&
-                   rows.block_table != nullptr,
-               "attention: rows.query_start, context_len and block_table must be set");
+  RINGLM_CHECK(
+      rows.query_start != nullptr && rows.context_len != nullptr && rows.block_table != nullptr,
+      "attention: rows.query_start, context_len and block_table must be set");
   RINGLM_CHECK(rows.query_start[0] == 0, "attention: query_start[0] is ", rows.query_start[0],
                ", expected 0");
   RINGLM_CHECK(rows.query_start[rows.num_rows] == T, "attention: query_start[num_rows] is ",
@@ -53,8 +53,8 @@ void check_rows(const AttentionRows& rows, int64_t T, int64_t num_blocks, int bl
     if (n == 0) continue;
     const int32_t* table = rows.block_table + static_cast<int64_t>(r) * rows.max_blocks;
     for (int64_t b = 0; b < blocks; ++b) {
-      RINGLM_CHECK(table[b] >= 0 && table[b] < num_blocks, "attention: row ", r, " block_table[",
-                   b, "] = ", table[b], " is outside [0, ", num_blocks, ")");
+      RINGLM_CHECK(table[b] >= 0 && table[b] < num_blocks, "attention: row ", r, " block_table[", b,
+                   "] = ", table[b], " is outside [0, ", num_blocks, ")");
     }
   }
 }
@@ -79,9 +79,9 @@ void attention(const Tensor& q, const KvLayerView& kv, const AttentionRows& rows
                params.softcap, " must be finite and >= 0");
   RINGLM_CHECK(params.window >= 0, "attention: window ", params.window, " is negative");
   check_rows(rows, q.shape[0], kv.k.shape[0], kv.block_tokens());
-  #ifdef RINGLM_HAS_CUDA
+#ifdef RINGLM_HAS_CUDA
   if (dev == Device::CUDA) return cuda::attention(q, kv, rows, params, out);
-  #endif
+#endif
   cpu::attention(q, kv, rows, params, out);
 }
 
@@ -104,9 +104,9 @@ void kv_write(const Tensor& k, const Tensor& v, const Tensor& slots, KvLayerView
     RINGLM_CHECK(s >= 0 && s < capacity, "kv_write: slot ", s, " of token ", t,
                  " is outside the cache [0, ", capacity, ")");
   }
-  #ifdef RINGLM_HAS_CUDA
+#ifdef RINGLM_HAS_CUDA
   if (dev == Device::CUDA) return cuda::kv_write(k, v, slots, kv);
-  #endif
+#endif
   cpu::kv_write(k, v, slots, kv);
 }
 

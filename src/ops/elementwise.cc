@@ -39,9 +39,9 @@ void embedding(const Tensor& ids, const Tensor& table, float scale, Tensor& out)
     RINGLM_CHECK(id >= 0 && id < vocab, "embedding: token id ", id, " at index ", m,
                  " is outside the vocabulary [0, ", vocab, ")");
   }
-  #ifdef RINGLM_HAS_CUDA
+#ifdef RINGLM_HAS_CUDA
   if (dev == Device::CUDA) return cuda::embedding(ids, table, scale, out);
-  #endif
+#endif
   cpu::embedding(ids, table, scale, out);
 }
 
@@ -57,9 +57,9 @@ void rms_norm(const Tensor& x, const Tensor& weight, const RmsNormConfig& config
   RINGLM_CHECK(config.eps >= 0.0f && std::isfinite(config.eps), "rms_norm: eps ", config.eps,
                " must be finite and >= 0");
   RINGLM_CHECK(x.shape[1] > 0 || x.shape[0] == 0, "rms_norm: empty rows");
-  #ifdef RINGLM_HAS_CUDA
+#ifdef RINGLM_HAS_CUDA
   if (dev == Device::CUDA) return cuda::rms_norm(x, weight, config, out);
-  #endif
+#endif
   cpu::rms_norm(x, weight, config, out);
 }
 
@@ -69,9 +69,9 @@ void add_inplace(Tensor& x, const Tensor& y) {
   check_f32_matrix(y, "add_inplace y");
   check_shape(y, {x.shape[0], x.shape[1]}, "add_inplace y");
   detail::check_same_or_disjoint(x, y, "add_inplace x");
-  #ifdef RINGLM_HAS_CUDA
+#ifdef RINGLM_HAS_CUDA
   if (dev == Device::CUDA) return cuda::add_inplace(x, y);
-  #endif
+#endif
   cpu::add_inplace(x, y);
 }
 
@@ -86,18 +86,18 @@ void gated_activation(const Tensor& gate, const Tensor& up, Activation activatio
                "gated_activation: unknown activation ", static_cast<int>(activation));
   detail::check_same_or_disjoint(out, gate, "gated_activation out");
   detail::check_same_or_disjoint(out, up, "gated_activation out");
-  #ifdef RINGLM_HAS_CUDA
+#ifdef RINGLM_HAS_CUDA
   if (dev == Device::CUDA) return cuda::gated_activation(gate, up, activation, out);
-  #endif
+#endif
   cpu::gated_activation(gate, up, activation, out);
 }
 
 void softmax(Tensor& x) {
   [[maybe_unused]] const Device dev = detail::device_of("softmax", {&x});
   check_f32_matrix(x, "softmax x");
-  #ifdef RINGLM_HAS_CUDA
+#ifdef RINGLM_HAS_CUDA
   if (dev == Device::CUDA) return cuda::softmax(x);
-  #endif
+#endif
   cpu::softmax(x);
 }
 
@@ -108,9 +108,9 @@ void argmax(const Tensor& x, Tensor& out) {
   check_dtype(out, DType::I32, "argmax out");
   check_shape(out, {x.shape[0]}, "argmax out");
   detail::check_contiguous(out, "argmax out");
-  #ifdef RINGLM_HAS_CUDA
+#ifdef RINGLM_HAS_CUDA
   if (dev == Device::CUDA) return cuda::argmax(x, out);
-  #endif
+#endif
   cpu::argmax(x, out);
 }
 
@@ -118,9 +118,9 @@ void softcap(Tensor& x, float cap) {
   [[maybe_unused]] const Device dev = detail::device_of("softcap", {&x});
   check_f32_matrix(x, "softcap x");
   RINGLM_CHECK(cap > 0.0f && std::isfinite(cap), "softcap: cap ", cap, " must be finite and > 0");
-  #ifdef RINGLM_HAS_CUDA
+#ifdef RINGLM_HAS_CUDA
   if (dev == Device::CUDA) return cuda::softcap(x, cap);
-  #endif
+#endif
   cpu::softcap(x, cap);
 }
 

@@ -27,9 +27,9 @@ void matmul(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& y) {
   detail::check_rows(y, "matmul y");
   detail::check_no_overlap(y, x, "matmul y");
   detail::check_no_overlap(y, w, "matmul y");
-  #ifdef RINGLM_HAS_CUDA
+#ifdef RINGLM_HAS_CUDA
   if (dev == Device::CUDA) return cuda::matmul(x, w, bias, y);
-  #endif
+#endif
   cpu::matmul(x, w, bias, y);
 }
 

@@ -24,17 +24,17 @@ void rope(Tensor& x, const Tensor& positions, const RopeTable& table) {
                "rope: rotary_dim ", table.rotary_dim, " must be even, > 0 and <= head_dim ",
                head_dim);
   RINGLM_CHECK(table.inv_freq.size() == static_cast<size_t>(table.rotary_dim / 2),
-               "rope: inv_freq has ", table.inv_freq.size(), " entries, rotary_dim / 2 = ",
-               table.rotary_dim / 2);
+               "rope: inv_freq has ", table.inv_freq.size(),
+               " entries, rotary_dim / 2 = ", table.rotary_dim / 2);
   RINGLM_CHECK(std::isfinite(table.attention_scaling), "rope: attention_scaling is not finite");
   // CUDA positions live on the device: the kernel checks them (reported by cuda::synchronize()).
   for (int64_t t = 0; dev == Device::CPU && t < positions.shape[0]; ++t) {
     const int32_t p = positions.ptr<const int32_t>()[t];
     RINGLM_CHECK(p >= 0, "rope: position ", p, " at index ", t, " is negative");
   }
-  #ifdef RINGLM_HAS_CUDA
+#ifdef RINGLM_HAS_CUDA
   if (dev == Device::CUDA) return cuda::rope(x, positions, table);
-  #endif
+#endif
   cpu::rope(x, positions, table);
 }
 

@@ -138,10 +138,10 @@ double tolerance(const Problem& p, const Config& c, const AttentionParams& param
 }
 
 void check_config(const Config& c, uint32_t seed) {
-  SCOPED_TRACE(::testing::Message() << testing::dtype_label(c.dtype) << " D=" << c.head_dim
-                                    << " qh=" << c.q_heads << " kvh=" << c.kv_heads
-                                    << " bt=" << c.block_tokens << " window=" << c.window
-                                    << " softcap=" << c.softcap);
+  SCOPED_TRACE(::testing::Message()
+               << testing::dtype_label(c.dtype) << " D=" << c.head_dim << " qh=" << c.q_heads
+               << " kvh=" << c.kv_heads << " bt=" << c.block_tokens << " window=" << c.window
+               << " softcap=" << c.softcap);
   const Problem p(c, kRows, seed);
   const AttentionParams params = params_for(c);
   const int64_t T = p.layout.tokens();
@@ -200,8 +200,7 @@ TEST(CudaAttention, LongContext) {
     const AttentionParams params = params_for(c);
     const int64_t T = p.layout.tokens();
     Owned ref(DType::F32, {T, c.q_heads, c.head_dim});
-    reference::attention(p.q.t(), KvLayerView{p.k.t(), p.v.t()}, p.layout.rows(), params,
-                         ref.t());
+    reference::attention(p.q.t(), KvLayerView{p.k.t(), p.v.t()}, p.layout.rows(), params, ref.t());
     OnDevice dq(p.q), dk(p.k), dv(p.v), dout(DType::F32, {T, c.q_heads, c.head_dim});
     attention(dq.t(), KvLayerView{dk.t(), dv.t()}, p.layout.rows(), params, dout.t());
     const Owned out = dout.to_host();
@@ -253,9 +252,9 @@ TEST(CudaAttention, HostTablesAreStillValidated) {
   Problem p(c, {{1, 20}}, 3);
   p.layout.block_table[1] = p.layout.num_blocks;  // out of the pool
   OnDevice dq(p.q), dk(p.k), dv(p.v), dout(DType::F32, {1, 2, 64});
-  EXPECT_THROW(attention(dq.t(), KvLayerView{dk.t(), dv.t()}, p.layout.rows(), params_for(c),
-                         dout.t()),
-               Error);
+  EXPECT_THROW(
+      attention(dq.t(), KvLayerView{dk.t(), dv.t()}, p.layout.rows(), params_for(c), dout.t()),
+      Error);
 }
 
 }  // namespace

@@ -13,8 +13,8 @@
 #include "ops/op_test_util.h"
 
 // Skips the calling test when there is no CUDA device.
-#define RINGLM_REQUIRE_GPU()                                                       \
-  do {                                                                             \
+#define RINGLM_REQUIRE_GPU()                                                        \
+  do {                                                                              \
     if (!::ringlm::cuda::device_available()) GTEST_SKIP() << "no CUDA device here"; \
   } while (0)
 

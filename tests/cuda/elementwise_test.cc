@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <limits>
+#include <string>
 #include <vector>
 
 #include "cuda_test_util.h"
@@ -74,8 +75,8 @@ TEST(CudaRmsNorm, MatchesReference) {
     for (bool unit_offset : {false, true}) {
       for (int64_t H : kRowLengths) {
         for (int64_t M : kRowCounts) {
-          SCOPED_TRACE(::testing::Message() << testing::dtype_label(wt) << " H=" << H << " M="
-                                            << M << " unit_offset=" << unit_offset);
+          SCOPED_TRACE(::testing::Message() << testing::dtype_label(wt) << " H=" << H << " M=" << M
+                                            << " unit_offset=" << unit_offset);
           Owned x(DType::F32, {M, H}), w(wt, {H}), ref(DType::F32, {M, H});
           testing::fill_uniform(x, 21, -3.0f, 3.0f);
           testing::fill_uniform(w, 22);
@@ -176,8 +177,8 @@ TEST(CudaGatedActivation, ExtremeGates) {
 
 TEST(CudaSoftmax, MatchesReference) {
   RINGLM_REQUIRE_GPU();
-  for (int64_t N : {int64_t{1}, int64_t{3}, int64_t{17}, int64_t{257}, int64_t{4099},
-                    int64_t{262147}}) {
+  for (int64_t N :
+       {int64_t{1}, int64_t{3}, int64_t{17}, int64_t{257}, int64_t{4099}, int64_t{262147}}) {
     for (int64_t M : kRowCounts) {
       SCOPED_TRACE(::testing::Message() << "N=" << N << " M=" << M);
       Owned x(DType::F32, {M, N});
@@ -219,8 +220,8 @@ TEST(CudaSoftmax, InfinitiesAndNaN) {
 
 TEST(CudaArgmax, MatchesReferenceWithTiesAndNaN) {
   RINGLM_REQUIRE_GPU();
-  for (int64_t N : {int64_t{1}, int64_t{3}, int64_t{17}, int64_t{257}, int64_t{4099},
-                    int64_t{262147}}) {
+  for (int64_t N :
+       {int64_t{1}, int64_t{3}, int64_t{17}, int64_t{257}, int64_t{4099}, int64_t{262147}}) {
     const int64_t M = 4;
     Owned x(DType::F32, {M, N}), ref(DType::I32, {M});
     testing::fill_small_ints(x, 28, 3);  // many ties

@@ -20,9 +20,9 @@ struct Case {
   int64_t M, K, N;
 };
 // Odd sizes around cuBLAS tiles and vector widths, plus a decode-like and a prefill-like shape.
-const std::vector<Case> kCases = {{1, 1, 1},     {2, 3, 5},      {7, 17, 257},  {33, 1023, 5},
-                                  {1, 1023, 257}, {33, 17, 257}, {1, 4096, 515}, {129, 512, 384},
-                                  {2, 1023, 1}};
+const std::vector<Case> kCases = {{1, 1, 1},      {2, 3, 5},       {7, 17, 257},
+                                  {33, 1023, 5},  {1, 1023, 257},  {33, 17, 257},
+                                  {1, 4096, 515}, {129, 512, 384}, {2, 1023, 1}};
 const DType kWeightTypes[] = {DType::F32, DType::BF16, DType::F16};
 
 // Unit roundoff of x once rounded to the weights' dtype (bf16: 8 significant bits, f16: 11).
@@ -73,8 +73,8 @@ TEST(CudaMatmul, ExactOnSmallIntegers) {
   RINGLM_REQUIRE_GPU();
   for (DType wt : kWeightTypes) {
     for (const Case& c : kCases) {
-      SCOPED_TRACE(::testing::Message() << testing::dtype_label(wt) << " M=" << c.M << " K="
-                                        << c.K << " N=" << c.N);
+      SCOPED_TRACE(::testing::Message()
+                   << testing::dtype_label(wt) << " M=" << c.M << " K=" << c.K << " N=" << c.N);
       Owned x(DType::F32, {c.M, c.K}), w(wt, {c.N, c.K}), b(wt, {c.N});
       Owned ref(DType::F32, {c.M, c.N});
       testing::fill_small_ints(x, 4);
@@ -111,7 +111,8 @@ TEST(CudaMatmul, StridedRows) {
     for (int64_t m = 0; m < M; ++m) {
       for (int64_t n = 0; n < N + 3; ++n) {
         const float want = n < N ? ref.f(m * N + n) : ybuf.f(m * (N + 3) + n);
-        ASSERT_EQ(y.f(m * (N + 3) + n), want) << testing::dtype_label(wt) << " m=" << m << " n=" << n;
+        ASSERT_EQ(y.f(m * (N + 3) + n), want)
+            << testing::dtype_label(wt) << " m=" << m << " n=" << n;
       }
     }
   }

@@ -1,9 +1,11 @@
 // GPU rope and kv_write vs the scalar references, and their device-side value checks.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cuda_test_util.h"
@@ -35,12 +37,12 @@ TEST(CudaRope, MatchesReference) {
     float scaling;
   };
   // Full and partial rotary, odd head counts, YaRN-like scaling, head_dim up to 512.
-  const Case cases[] = {{1, 1, 2, 2, 1.0f},    {7, 3, 64, 64, 1.0f},    {5, 8, 128, 128, 1.2f},
-                        {3, 2, 256, 256, 1.0f}, {9, 5, 80, 40, 0.9f},   {4, 4, 512, 512, 1.0f},
+  const Case cases[] = {{1, 1, 2, 2, 1.0f},     {7, 3, 64, 64, 1.0f}, {5, 8, 128, 128, 1.2f},
+                        {3, 2, 256, 256, 1.0f}, {9, 5, 80, 40, 0.9f}, {4, 4, 512, 512, 1.0f},
                         {33, 1, 96, 32, 1.0f}};
   for (const Case& c : cases) {
-    SCOPED_TRACE(::testing::Message() << "T=" << c.T << " heads=" << c.heads << " D="
-                                      << c.head_dim << " rot=" << c.rotary_dim);
+    SCOPED_TRACE(::testing::Message() << "T=" << c.T << " heads=" << c.heads << " D=" << c.head_dim
+                                      << " rot=" << c.rotary_dim);
     const RopeTable table = make_table(c.rotary_dim, 500000.0, c.scaling);
     Owned x(DType::F32, {c.T, c.heads, c.head_dim}), pos(DType::I32, {c.T});
     testing::fill_uniform(x, 40, -2.0f, 2.0f);
@@ -100,7 +102,8 @@ TEST(CudaKvWrite, MatchesReferenceExactly) {
   RINGLM_REQUIRE_GPU();
   for (DType dt : {DType::F32, DType::BF16, DType::F16}) {
     for (auto [kvh, D] : {std::pair<int64_t, int64_t>{1, 5}, {2, 64}, {8, 128}, {4, 256}}) {
-      SCOPED_TRACE(::testing::Message() << testing::dtype_label(dt) << " kvh=" << kvh << " D=" << D);
+      SCOPED_TRACE(::testing::Message()
+                   << testing::dtype_label(dt) << " kvh=" << kvh << " D=" << D);
       const int64_t blocks = 6, bt = 5, T = 11;
       Owned cache_k(dt, {blocks, bt, kvh, D}), cache_v(dt, {blocks, bt, kvh, D});
       testing::fill_uniform(cache_k, 43);

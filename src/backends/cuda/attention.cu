@@ -1,14 +1,21 @@
 // Causal GQA attention over paged K/V on the GPU (f32/bf16/f16 cache), online softmax in f32.
 //
-// One block per (query token, query head), kWarps warps. Warp w walks the token's keys
-// j = lo + w, lo + w + kWarps, ... ≤ pos (lo = pos − window + 1 with a window, else 0), finding
-// each through the row's block table; lane l holds dims l, l + 32, ... of q, of the running
-// output and of each K/V row (coalesced loads). Per key: s = (q·k) · scale (soft-capped:
-// cap · tanh(s / cap)); m' = max(m, s); l = l·e^(m−m') + e^(s−m'); acc = acc·e^(m−m') + e^(s−m')·v.
-// The warps' partial (m, l, acc) merge in shared memory; out = acc / l.
+// Core: a block of kWarps warps runs one (query token, query head) over a range of its keys.
+// Warp w walks keys j = begin + w, begin + w + kWarps, ... ≤ end, finding each through the row's
+// block table; lane l holds dims l, l + 32, ... of q, of the running output and of each K/V row
+// (coalesced loads). Per key: s = (q·k) · scale (soft-capped: cap · tanh(s / cap));
+// m' = max(m, s); l = l·e^(m−m') + e^(s−m'); acc = acc·e^(m−m') + e^(s−m')·v. The warps'
+// (m, l, acc) merge in shared memory in warp order.
 //
-// The operations that produce a query's output depend only on its position, window and keys —
-// not on the other rows or queries of the step (batch invariance, bitwise).
+// Two kernels use it, chosen per row (never per batch):
+// - rows with several queries (prefill chunks): one block per (token, head) over all its keys
+//   [lo, pos] (lo = pos − window + 1 with a window, else 0); out = acc / l.
+// - rows with one query (decode): split-K (flash decoding). The keys are cut at multiples of
+//   kSplitKeys absolute positions; one block per (row, head, part) writes its partial (m, l, acc)
+//   and a second kernel merges the parts in order. Long contexts then fill the GPU at batch 1.
+// Each query's output is a fixed sequence of operations on its own position, window and keys,
+// whatever else is in the step: a row's bits are the same alone or batched.
+#include <algorithm>
 #include <cstdint>
 
 #include "backends/cuda/cuda_ops.h"
@@ -20,6 +27,8 @@ namespace ringlm::cuda {
 namespace {
 
 constexpr int kWarps = 4;
+constexpr int kThreadsPerBlock = kWarps * 32;
+constexpr int kSplitKeys = 512;  // keys per part of a decode query
 
 struct AttnArgs {
   const float* q;  // [T, q_heads, D]
@@ -33,20 +42,18 @@ struct AttnArgs {
   int q_heads, kv_heads, head_dim, block_tokens;
   float scale, softcap;
   int window;
+  bool split_decode;  // rows with one query go through the split-K kernels
+  int max_parts;      // parts per decode query (stride of the partials)
+  float* part_ml;     // [num_rows, q_heads, max_parts, 2]: m, l
+  float* part_acc;    // [num_rows, q_heads, max_parts, D]
 };
 
-// kChunks = dims per lane (head_dim <= 32 · kChunks).
-template <typename KV, int kChunks>
-__global__ void __launch_bounds__(kWarps * 32) attention_kernel(const AttnArgs a) {
-  __shared__ float s_m[kWarps], s_l[kWarps];
-  __shared__ float s_acc[kWarps][kChunks * 32];
-  const int t = static_cast<int>(blockIdx.x) / a.q_heads;
-  const int h = static_cast<int>(blockIdx.x) % a.q_heads;
-  const int g = h / (a.q_heads / a.kv_heads);
-  const int lane = static_cast<int>(threadIdx.x) & 31, warp = static_cast<int>(threadIdx.x) >> 5;
-  const int D = a.head_dim;
+struct Query {
+  int row, n, pos, lo;  // its row, the row's query count, its position, its first key
+};
 
-  // The row of token t: the last r with query_start[r] <= t (empty rows share their start).
+__device__ Query locate(const AttnArgs& a, int t) {
+  // The last row r with query_start[r] <= t (empty rows share their start with the next).
   int r = 0;
   for (int hi = a.num_rows - 1; r < hi;) {
     const int mid = (r + hi + 1) / 2;
@@ -56,10 +63,30 @@ __global__ void __launch_bounds__(kWarps * 32) attention_kernel(const AttnArgs a
       hi = mid - 1;
     }
   }
-  const int q0 = a.query_start[r], n = a.query_start[r + 1] - q0;
-  const int pos = a.context_len[r] - n + (t - q0);
-  const int lo = a.window > 0 ? max(0, pos - a.window + 1) : 0;
-  const int32_t* table = a.block_table + static_cast<int64_t>(r) * a.max_blocks;
+  Query qy;
+  qy.row = r;
+  const int q0 = a.query_start[r];
+  qy.n = a.query_start[r + 1] - q0;
+  qy.pos = a.context_len[r] - qy.n + (t - q0);
+  qy.lo = a.window > 0 ? max(0, qy.pos - a.window + 1) : 0;
+  return qy;
+}
+
+template <int kChunks>
+struct Partials {
+  float m[kWarps], l[kWarps];
+  float acc[kWarps][kChunks * 32];
+};
+
+// Online softmax of (token t, head h) over keys [begin, end] (begin may exceed end: no keys).
+// Leaves each warp's partial in `sh` and synchronizes the block.
+template <typename KV, int kChunks>
+__device__ __forceinline__ void attend(const AttnArgs& a, int t, int h, const Query& qy, int begin,
+                                       int end, Partials<kChunks>& sh) {
+  const int g = h / (a.q_heads / a.kv_heads);
+  const int lane = static_cast<int>(threadIdx.x) & 31, warp = static_cast<int>(threadIdx.x) >> 5;
+  const int D = a.head_dim;
+  const int32_t* table = a.block_table + static_cast<int64_t>(qy.row) * a.max_blocks;
   const auto* kbase = static_cast<const KV*>(a.k);
   const auto* vbase = static_cast<const KV*>(a.v);
   const int64_t token_stride = static_cast<int64_t>(a.kv_heads) * D;
@@ -73,7 +100,7 @@ __global__ void __launch_bounds__(kWarps * 32) attention_kernel(const AttnArgs a
     acc[c] = 0.0f;
   }
   float m = -INFINITY, l = 0.0f;
-  for (int j = lo + warp; j <= pos; j += kWarps) {
+  for (int j = begin + warp; j <= end; j += kWarps) {
     const int64_t slot =
         static_cast<int64_t>(table[j / a.block_tokens]) * a.block_tokens + j % a.block_tokens;
     const int64_t off = slot * token_stride + static_cast<int64_t>(g) * D;
@@ -98,53 +125,146 @@ __global__ void __launch_bounds__(kWarps * 32) attention_kernel(const AttnArgs a
     for (int c = 0; c < kChunks; ++c) acc[c] = acc[c] * corr + p * vr[c];
     m = m_new;
   }
-
   if (lane == 0) {
-    s_m[warp] = m;
-    s_l[warp] = l;
+    sh.m[warp] = m;
+    sh.l[warp] = l;
   }
 #pragma unroll
-  for (int c = 0; c < kChunks; ++c) s_acc[warp][lane + 32 * c] = acc[c];
+  for (int c = 0; c < kChunks; ++c) sh.acc[warp][lane + 32 * c] = acc[c];
   __syncthreads();
+}
+
+// The warps' merge weights: m_all = max m_w, weight_w = e^(m_w − m_all), l_all = Σ l_w·weight_w.
+template <int kChunks>
+__device__ __forceinline__ float merge_weights(const Partials<kChunks>& sh, float* weight,
+                                               float& l_all) {
   float m_all = -INFINITY;
 #pragma unroll
-  for (int w = 0; w < kWarps; ++w) m_all = fmaxf(m_all, s_m[w]);
-  float weight[kWarps], l_all = 0.0f;
+  for (int w = 0; w < kWarps; ++w) m_all = fmaxf(m_all, sh.m[w]);
+  l_all = 0.0f;
 #pragma unroll
   for (int w = 0; w < kWarps; ++w) {
-    weight[w] = expf(s_m[w] - m_all);  // 0 for a warp that saw no key
-    l_all += s_l[w] * weight[w];
+    weight[w] = expf(sh.m[w] - m_all);  // 0 for a warp that saw no key (m = -inf, l = acc = 0)
+    l_all += sh.l[w] * weight[w];
   }
-  float* orow = a.out + (static_cast<int64_t>(t) * a.q_heads + h) * D;
-  for (int d = static_cast<int>(threadIdx.x); d < D; d += kWarps * 32) {
+  return m_all;
+}
+
+// Rows with several queries (and decode rows when split_decode is off): all keys, one block.
+template <typename KV, int kChunks>
+__global__ void __launch_bounds__(kThreadsPerBlock) attention_kernel(const AttnArgs a) {
+  __shared__ Partials<kChunks> sh;
+  const int t = static_cast<int>(blockIdx.x) / a.q_heads;
+  const int h = static_cast<int>(blockIdx.x) % a.q_heads;
+  const Query qy = locate(a, t);
+  if (a.split_decode && qy.n == 1) return;
+  attend<KV, kChunks>(a, t, h, qy, qy.lo, qy.pos, sh);
+  float weight[kWarps], l_all;
+  merge_weights(sh, weight, l_all);
+  float* orow = a.out + (static_cast<int64_t>(t) * a.q_heads + h) * a.head_dim;
+  for (int d = static_cast<int>(threadIdx.x); d < a.head_dim; d += kThreadsPerBlock) {
     float o = 0.0f;
 #pragma unroll
-    for (int w = 0; w < kWarps; ++w) o += s_acc[w][d] * weight[w];
+    for (int w = 0; w < kWarps; ++w) o += sh.acc[w][d] * weight[w];
     orow[d] = o / l_all;
   }
 }
 
+// Split-K, first pass: block (row · q_heads + head, part) over keys of absolute positions
+// [p·kSplitKeys, (p + 1)·kSplitKeys) ∩ [lo, pos], p = lo / kSplitKeys + part.
+template <typename KV, int kChunks>
+__global__ void __launch_bounds__(kThreadsPerBlock) attention_split_kernel(const AttnArgs a) {
+  __shared__ Partials<kChunks> sh;
+  const int r = static_cast<int>(blockIdx.x) / a.q_heads;
+  const int h = static_cast<int>(blockIdx.x) % a.q_heads;
+  const int q0 = a.query_start[r];
+  if (a.query_start[r + 1] - q0 != 1) return;
+  const Query qy = locate(a, q0);
+  const int p = qy.lo / kSplitKeys + static_cast<int>(blockIdx.y);
+  if (p > qy.pos / kSplitKeys) return;  // this query has fewer parts
+  const int begin = max(qy.lo, p * kSplitKeys), end = min(qy.pos, p * kSplitKeys + kSplitKeys - 1);
+  attend<KV, kChunks>(a, q0, h, qy, begin, end, sh);
+  float weight[kWarps], l_all;
+  const float m_all = merge_weights(sh, weight, l_all);
+  const int64_t part = (static_cast<int64_t>(r) * a.q_heads + h) * a.max_parts + blockIdx.y;
+  if (threadIdx.x == 0) {
+    a.part_ml[2 * part] = m_all;
+    a.part_ml[2 * part + 1] = l_all;
+  }
+  float* dst = a.part_acc + part * a.head_dim;
+  for (int d = static_cast<int>(threadIdx.x); d < a.head_dim; d += kThreadsPerBlock) {
+    float o = 0.0f;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) o += sh.acc[w][d] * weight[w];
+    dst[d] = o;
+  }
+}
+
+// Split-K, second pass: block (row · q_heads + head) merges its parts in order.
+__global__ void __launch_bounds__(kThreadsPerBlock) attention_merge_kernel(const AttnArgs a) {
+  const int r = static_cast<int>(blockIdx.x) / a.q_heads;
+  const int h = static_cast<int>(blockIdx.x) % a.q_heads;
+  const int q0 = a.query_start[r];
+  if (a.query_start[r + 1] - q0 != 1) return;
+  const Query qy = locate(a, q0);
+  const int parts = qy.pos / kSplitKeys - qy.lo / kSplitKeys + 1;
+  const int64_t base = (static_cast<int64_t>(r) * a.q_heads + h) * a.max_parts;
+  float m_all = -INFINITY;
+  for (int p = 0; p < parts; ++p) m_all = fmaxf(m_all, a.part_ml[2 * (base + p)]);
+  float l_all = 0.0f;
+  for (int p = 0; p < parts; ++p)
+    l_all += a.part_ml[2 * (base + p) + 1] * expf(a.part_ml[2 * (base + p)] - m_all);
+  float* orow = a.out + (static_cast<int64_t>(q0) * a.q_heads + h) * a.head_dim;
+  for (int d = static_cast<int>(threadIdx.x); d < a.head_dim; d += kThreadsPerBlock) {
+    float o = 0.0f;
+    for (int p = 0; p < parts; ++p)
+      o += a.part_acc[(base + p) * a.head_dim + d] * expf(a.part_ml[2 * (base + p)] - m_all);
+    orow[d] = o / l_all;
+  }
+}
+
+template <typename KV, int kChunks>
+void launch(const AttnArgs& args, const RowsSummary& summary, int64_t T, cudaStream_t stream) {
+  if (summary.other_rows > 0 || !args.split_decode) {
+    attention_kernel<KV, kChunks>
+        <<<static_cast<unsigned>(T * args.q_heads), kThreadsPerBlock, 0, stream>>>(args);
+    check_launch("attention_kernel");
+  }
+  if (args.split_decode && summary.decode_rows > 0) {
+    const dim3 grid(static_cast<unsigned>(args.num_rows * args.q_heads),
+                    static_cast<unsigned>(args.max_parts));
+    attention_split_kernel<KV, kChunks><<<grid, kThreadsPerBlock, 0, stream>>>(args);
+    check_launch("attention_split_kernel");
+    attention_merge_kernel<<<static_cast<unsigned>(args.num_rows * args.q_heads), kThreadsPerBlock,
+                             0, stream>>>(args);
+    check_launch("attention_merge_kernel");
+  }
+}
+
 template <typename KV>
-void launch_for_dtype(const AttnArgs& args, unsigned blocks, cudaStream_t stream) {
+void launch_for_dtype(const AttnArgs& args, const RowsSummary& summary, int64_t T,
+                      cudaStream_t stream) {
   const int D = args.head_dim;
   if (D <= 32) {
-    attention_kernel<KV, 1><<<blocks, kWarps * 32, 0, stream>>>(args);
+    launch<KV, 1>(args, summary, T, stream);
   } else if (D <= 64) {
-    attention_kernel<KV, 2><<<blocks, kWarps * 32, 0, stream>>>(args);
+    launch<KV, 2>(args, summary, T, stream);
   } else if (D <= 128) {
-    attention_kernel<KV, 4><<<blocks, kWarps * 32, 0, stream>>>(args);
+    launch<KV, 4>(args, summary, T, stream);
   } else {
-    attention_kernel<KV, 8><<<blocks, kWarps * 32, 0, stream>>>(args);
+    launch<KV, 8>(args, summary, T, stream);
   }
 }
 
 void run_attention(const Tensor& q, const ops::KvLayerView& kv, const ops::AttentionRows& drows,
-                   const ops::AttentionParams& params, Tensor& out) {
+                   const RowsSummary& summary, const ops::AttentionParams& params, Tensor& out) {
   const int64_t T = q.shape[0], QH = q.shape[1], D = q.shape[2];
   if (T == 0) return;
-  RINGLM_CHECK(D <= kMaxHeadDim, "attention: head_dim ", D, " is above the CUDA backend's limit of ",
-               kMaxHeadDim);
-  RINGLM_CHECK(T * QH <= INT32_MAX, "attention: ", q.describe(), " has too many (token, head) pairs");
+  RINGLM_CHECK(D <= kMaxHeadDim, "attention: head_dim ", D,
+               " is above the CUDA backend's limit of ", kMaxHeadDim);
+  RINGLM_CHECK(T * QH <= INT32_MAX && int64_t{drows.num_rows} * QH <= INT32_MAX,
+               "attention: ", q.describe(), " has too many (token, head) pairs");
+  Context& ctx = Context::get();
   AttnArgs args{};
   args.q = q.ptr<const float>();
   args.out = out.ptr<float>();
@@ -162,11 +282,18 @@ void run_attention(const Tensor& q, const ops::KvLayerView& kv, const ops::Atten
   args.scale = params.scale;
   args.softcap = params.softcap;
   args.window = params.window;
-  Context& ctx = Context::get();
-  device::dispatch_float(kv.k.dtype, [&]<typename KV>(KV*) {
-    launch_for_dtype<KV>(args, static_cast<unsigned>(T * QH), ctx.stream());
-  });
-  check_launch("attention_kernel");
+  args.split_decode = true;
+  args.max_parts = std::max(1, (summary.max_decode_context + kSplitKeys - 1) / kSplitKeys);
+  if (summary.decode_rows > 0) {
+    // Partials of every (row, head, part); rows that are not decode rows leave theirs unused.
+    const int64_t slots = int64_t{drows.num_rows} * QH * args.max_parts;
+    auto* scratch = static_cast<float*>(ctx.scratch(
+        Scratch::AttentionPartials, static_cast<size_t>(slots * (2 + D)) * sizeof(float)));
+    args.part_ml = scratch;
+    args.part_acc = scratch + 2 * slots;
+  }
+  device::dispatch_float(
+      kv.k.dtype, [&]<typename KV>(KV*) { launch_for_dtype<KV>(args, summary, T, ctx.stream()); });
 }
 
 }  // namespace
@@ -174,14 +301,13 @@ void run_attention(const Tensor& q, const ops::KvLayerView& kv, const ops::Atten
 void attention(const Tensor& q, const ops::KvLayerView& kv, const ops::AttentionRows& rows,
                const ops::AttentionParams& params, Tensor& out) {
   if (q.shape[0] == 0) return;
-  Context& ctx = Context::get();
-  void* dst = ctx.scratch(Scratch::Rows, packed_rows_bytes(rows));
-  run_attention(q, kv, upload_rows(rows, dst), params, out);
+  void* dst = Context::get().scratch(Scratch::Rows, packed_rows_bytes(rows));
+  run_attention(q, kv, upload_rows(rows, dst), summarize_rows(rows), params, out);
 }
 
 void attention(const Tensor& q, const ops::KvLayerView& kv, const DeviceRows& device_rows,
                const ops::AttentionParams& params, Tensor& out) {
-  run_attention(q, kv, device_rows.view(), params, out);
+  run_attention(q, kv, device_rows.view(), device_rows.summary(), params, out);
 }
 
 }  // namespace ringlm::cuda

@@ -1,5 +1,6 @@
 #include "backends/cuda/device_rows.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <vector>
@@ -22,6 +23,20 @@ struct Packed {
   }
 };
 }  // namespace
+
+RowsSummary summarize_rows(const ops::AttentionRows& rows) {
+  RowsSummary s;
+  for (int r = 0; r < rows.num_rows; ++r) {
+    const int n = rows.query_start[r + 1] - rows.query_start[r];
+    if (n == 1) {
+      ++s.decode_rows;
+      s.max_decode_context = std::max(s.max_decode_context, rows.context_len[r]);
+    } else if (n > 1) {
+      ++s.other_rows;
+    }
+  }
+  return s;
+}
 
 size_t packed_rows_bytes(const ops::AttentionRows& rows) {
   return Packed(rows).total * sizeof(int32_t);
@@ -56,6 +71,7 @@ void DeviceRows::upload(const ops::AttentionRows& rows) {
     buffer_ = DeviceBuffer(bytes + bytes / 2);
   }
   view_ = upload_rows(rows, buffer_.data());
+  summary_ = summarize_rows(rows);
 }
 
 }  // namespace ringlm::cuda

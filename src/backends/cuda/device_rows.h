@@ -12,6 +12,15 @@
 
 namespace ringlm::cuda {
 
+// What the host knows about a step's rows that picks the attention kernels (not their results:
+// each query's kernel depends only on its own row, see attention.cu).
+struct RowsSummary {
+  int decode_rows = 0;         // rows with exactly one query
+  int max_decode_context = 0;  // the longest context among them
+  int other_rows = 0;          // rows with several queries (prefill chunks)
+};
+RowsSummary summarize_rows(const ops::AttentionRows& rows);  // host tables
+
 class DeviceRows {
  public:
   // Copies rows' tables into one device buffer on the backend stream (grown when needed).
@@ -19,10 +28,12 @@ class DeviceRows {
   void upload(const ops::AttentionRows& rows);
   // The uploaded layout: same num_rows and max_blocks, device pointers.
   const ops::AttentionRows& view() const { return view_; }
+  const RowsSummary& summary() const { return summary_; }
 
  private:
   DeviceBuffer buffer_;
   ops::AttentionRows view_;
+  RowsSummary summary_;
 };
 
 // Packs rows' tables into `dst` (device memory of at least packed_rows_bytes(rows)) and returns

@@ -34,10 +34,10 @@ void embedding(const Tensor& ids, const Tensor& table, float scale, Tensor& out)
   RINGLM_CHECK(M <= INT32_MAX, "embedding: too many tokens: ", M);
   Context& ctx = Context::get();
   device::dispatch_float(table.dtype, [&]<typename T>(T*) {
-    embedding_kernel<T><<<static_cast<unsigned>(M), device::row_threads(table.shape[1]), 0,
-                          ctx.stream()>>>(ids.ptr<const int32_t>(), table.ptr<const T>(),
-                                          table.shape[0], table.shape[1], scale, out.ptr<float>(),
-                                          out.strides[0], ctx.errors());
+    embedding_kernel<T>
+        <<<static_cast<unsigned>(M), device::row_threads(table.shape[1]), 0, ctx.stream()>>>(
+            ids.ptr<const int32_t>(), table.ptr<const T>(), table.shape[0], table.shape[1], scale,
+            out.ptr<float>(), out.strides[0], ctx.errors());
   });
   check_launch("embedding_kernel");
 }

@@ -91,11 +91,10 @@ void matmul(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& y) {
   }
   const float alpha = 1.0f, beta = with_bias ? 1.0f : 0.0f;
   const cudaDataType_t wt = cuda_type(w.dtype);
-  RINGLM_CUBLAS_CHECK(cublasGemmEx(ctx.cublas(), CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(N),
-                                   static_cast<int>(M), static_cast<int>(K), &alpha, w.data, wt,
-                                   static_cast<int>(K), b, wt, static_cast<int>(ldb), &beta,
-                                   y.data, CUDA_R_32F, static_cast<int>(ldy), CUBLAS_COMPUTE_32F,
-                                   CUBLAS_GEMM_DEFAULT));
+  RINGLM_CUBLAS_CHECK(cublasGemmEx(
+      ctx.cublas(), CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(N), static_cast<int>(M),
+      static_cast<int>(K), &alpha, w.data, wt, static_cast<int>(K), b, wt, static_cast<int>(ldb),
+      &beta, y.data, CUDA_R_32F, static_cast<int>(ldy), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
 }
 
 }  // namespace ringlm::cuda

@@ -14,8 +14,8 @@ namespace ringlm::cuda {
 namespace {
 
 template <typename W>
-__global__ void rms_norm_kernel(const float* x, int64_t ldx, const W* weight, int64_t H,
-                                float eps, bool unit_offset, float* out, int64_t ld_out) {
+__global__ void rms_norm_kernel(const float* x, int64_t ldx, const W* weight, int64_t H, float eps,
+                                bool unit_offset, float* out, int64_t ld_out) {
   __shared__ float smem[33];
   const float* row = x + blockIdx.x * ldx;
   float sumsq = 0.0f;

@@ -61,8 +61,7 @@ void rope(Tensor& x, const Tensor& positions, const ops::RopeTable& table) {
   for (int i = 0; i < args.half; ++i) args.inv_freq[i] = table.inv_freq[static_cast<size_t>(i)];
   Context& ctx = Context::get();
   rope_kernel<<<static_cast<unsigned>(T), device::row_threads(int64_t{args.heads} * args.half), 0,
-                ctx.stream()>>>(x.ptr<float>(), positions.ptr<const int32_t>(), args,
-                                ctx.errors());
+                ctx.stream()>>>(x.ptr<float>(), positions.ptr<const int32_t>(), args, ctx.errors());
   check_launch("rope_kernel");
 }
 

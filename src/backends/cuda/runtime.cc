@@ -66,8 +66,8 @@ void Context::synchronize() {
 
 void check_launch(const char* kernel) {
   const cudaError_t status = cudaGetLastError();
-  RINGLM_CHECK(status == cudaSuccess, "CUDA launch of ", kernel, " failed: ",
-               cudaGetErrorName(status), ": ", cudaGetErrorString(status));
+  RINGLM_CHECK(status == cudaSuccess, "CUDA launch of ", kernel,
+               " failed: ", cudaGetErrorName(status), ": ", cudaGetErrorString(status));
 }
 
 bool device_available() {
@@ -79,6 +79,8 @@ bool device_available() {
   return count > 0;
 }
 
-void synchronize() { Context::get().synchronize(); }
+void synchronize() {
+  Context::get().synchronize();
+}
 
 }  // namespace ringlm::cuda

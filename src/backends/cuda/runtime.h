@@ -13,24 +13,24 @@
 #include "core/error.h"
 
 // Throws ringlm::Error naming the failed CUDA runtime call and its error string.
-#define RINGLM_CUDA_CHECK(expr)                                                          \
-  do {                                                                                   \
-    const cudaError_t ringlm_cuda_status_ = (expr);                                      \
-    if (ringlm_cuda_status_ != cudaSuccess) [[unlikely]]                                 \
-      ::ringlm::detail::throw_error(#expr, __FILE__, __LINE__,                           \
-                                    ::ringlm::detail::concat(                            \
-                                        "CUDA error: ", cudaGetErrorName(ringlm_cuda_status_), \
-                                        ": ", cudaGetErrorString(ringlm_cuda_status_))); \
+#define RINGLM_CUDA_CHECK(expr)                                                                 \
+  do {                                                                                          \
+    const cudaError_t ringlm_cuda_status_ = (expr);                                             \
+    if (ringlm_cuda_status_ != cudaSuccess) [[unlikely]]                                        \
+      ::ringlm::detail::throw_error(                                                            \
+          #expr, __FILE__, __LINE__,                                                            \
+          ::ringlm::detail::concat("CUDA error: ", cudaGetErrorName(ringlm_cuda_status_), ": ", \
+                                   cudaGetErrorString(ringlm_cuda_status_)));                   \
   } while (0)
 
-#define RINGLM_CUBLAS_CHECK(expr)                                                             \
-  do {                                                                                        \
-    const cublasStatus_t ringlm_cublas_status_ = (expr);                                      \
-    if (ringlm_cublas_status_ != CUBLAS_STATUS_SUCCESS) [[unlikely]]                          \
-      ::ringlm::detail::throw_error(                                                          \
-          #expr, __FILE__, __LINE__,                                                          \
+#define RINGLM_CUBLAS_CHECK(expr)                                                                \
+  do {                                                                                           \
+    const cublasStatus_t ringlm_cublas_status_ = (expr);                                         \
+    if (ringlm_cublas_status_ != CUBLAS_STATUS_SUCCESS) [[unlikely]]                             \
+      ::ringlm::detail::throw_error(                                                             \
+          #expr, __FILE__, __LINE__,                                                             \
           ::ringlm::detail::concat("cuBLAS error: ", cublasGetStatusName(ringlm_cublas_status_), \
-                                   ": ", cublasGetStatusString(ringlm_cublas_status_)));      \
+                                   ": ", cublasGetStatusString(ringlm_cublas_status_)));         \
   } while (0)
 
 namespace ringlm::cuda {
@@ -45,7 +45,7 @@ struct DeviceErrorRecord {
   long long bound;  // the exclusive upper bound it broke (0 when only >= 0 was required)
 };
 
-enum class Scratch { MatmulInput, Rows, Count };
+enum class Scratch { MatmulInput, Rows, AttentionPartials, Count };
 
 class Context {
  public:

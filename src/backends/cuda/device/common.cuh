@@ -17,9 +17,15 @@ namespace ringlm::cuda::device {
 constexpr unsigned kFullMask = 0xffffffffu;
 
 // ---- dtype conversions (exact widening; rounding to nearest even when narrowing) ----
-__device__ __forceinline__ float to_f32(float v) { return v; }
-__device__ __forceinline__ float to_f32(__nv_bfloat16 v) { return __bfloat162float(v); }
-__device__ __forceinline__ float to_f32(__half v) { return __half2float(v); }
+__device__ __forceinline__ float to_f32(float v) {
+  return v;
+}
+__device__ __forceinline__ float to_f32(__nv_bfloat16 v) {
+  return __bfloat162float(v);
+}
+__device__ __forceinline__ float to_f32(__half v) {
+  return __half2float(v);
+}
 
 template <typename T>
 __device__ __forceinline__ T from_f32(float v);
@@ -71,7 +77,8 @@ void dispatch_float(DType dtype, Fn&& fn) {
   }
 }
 
-// ---- reductions (fixed order for a fixed block size: a row's bits do not depend on the batch) ----
+// ---- reductions (fixed order for a fixed block size: a row's bits do not depend on the batch)
+// ----
 __device__ __forceinline__ float warp_sum(float v) {
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(kFullMask, v, o);
   return v;
