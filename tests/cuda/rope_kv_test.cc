@@ -69,8 +69,10 @@ TEST(CudaRope, MatchesReference) {
           const int64_t i = d % half;
           const double angle =
               static_cast<float>(angle_base * table.inv_freq[static_cast<size_t>(i)]);
-          const double mag = (std::fabs(x.f(o + i) * std::cos(angle)) +
-                              std::fabs(x.f(o + i + half) * std::sin(angle))) *
+          // First half: x1·c − x2·s; second half: x2·c + x1·s.
+          const double a = x.f(o + (d < half ? i : i + half));
+          const double b = x.f(o + (d < half ? i + half : i));
+          const double mag = (std::fabs(a * std::cos(angle)) + std::fabs(b * std::sin(angle))) *
                              c.scaling;
           ASSERT_NEAR(out.f(o + d), ref.f(o + d), 8 * kEps * mag + 1e-37)
               << "t=" << t << " h=" << h << " d=" << d;
