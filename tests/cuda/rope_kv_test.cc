@@ -72,8 +72,8 @@ TEST(CudaRope, MatchesReference) {
           // First half: x1·c − x2·s; second half: x2·c + x1·s.
           const double a = x.f(o + (d < half ? i : i + half));
           const double b = x.f(o + (d < half ? i + half : i));
-          const double mag = (std::fabs(a * std::cos(angle)) + std::fabs(b * std::sin(angle))) *
-                             c.scaling;
+          const double mag =
+              (std::fabs(a * std::cos(angle)) + std::fabs(b * std::sin(angle))) * c.scaling;
           ASSERT_NEAR(out.f(o + d), ref.f(o + d), 8 * kEps * mag + 1e-37)
               << "t=" << t << " h=" << h << " d=" << d;
         }
