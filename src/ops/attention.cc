@@ -7,6 +7,9 @@
 #include <vector>
 
 #include "backends/cpu/cpu_ops.h"
+#ifdef RINGLM_HAS_CUDA
+#include "backends/cuda/cuda_ops.h"
+#endif
 #include "ops/check.h"
 #include "ops/ops.h"
 
@@ -62,7 +65,7 @@ void check_rows(const AttentionRows& rows, int64_t T, int64_t num_blocks, int bl
 
 void attention(const Tensor& q, const KvLayerView& kv, const AttentionRows& rows,
                const AttentionParams& params, Tensor& out) {
-  detail::require_cpu("attention", {&q, &kv.k, &kv.v, &out});
+  [[maybe_unused]] const Device dev = detail::device_of("attention", {&q, &kv.k, &kv.v, &out});
   check_dtype(q, DType::F32, "attention q");
   check_shape(q, {-1, -1, -1}, "attention q");
   detail::check_contiguous(q, "attention q");
@@ -79,11 +82,14 @@ void attention(const Tensor& q, const KvLayerView& kv, const AttentionRows& rows
                params.softcap, " must be finite and >= 0");
   RINGLM_CHECK(params.window >= 0, "attention: window ", params.window, " is negative");
   check_rows(rows, q.shape[0], kv.k.shape[0], kv.block_tokens());
+#ifdef RINGLM_HAS_CUDA
+  if (dev == Device::CUDA) return cuda::attention(q, kv, rows, params, out);
+#endif
   cpu::attention(q, kv, rows, params, out);
 }
 
 void kv_write(const Tensor& k, const Tensor& v, const Tensor& slots, KvLayerView& kv) {
-  detail::require_cpu("kv_write", {&k, &v, &slots, &kv.k, &kv.v});
+  [[maybe_unused]] const Device dev = detail::device_of("kv_write", {&k, &v, &slots, &kv.k, &kv.v});
   check_kv_view(kv, "kv_write");
   check_dtype(k, DType::F32, "kv_write k");
   check_shape(k, {-1, kv.kv_heads(), kv.head_dim()}, "kv_write k");
@@ -95,6 +101,10 @@ void kv_write(const Tensor& k, const Tensor& v, const Tensor& slots, KvLayerView
   check_shape(slots, {k.shape[0]}, "kv_write slots");
   detail::check_contiguous(slots, "kv_write slots");
   const int64_t capacity = kv.k.shape[0] * kv.k.shape[1];
+#ifdef RINGLM_HAS_CUDA
+  // CUDA slots live on the device: the kernel checks them (reported by cuda::synchronize()).
+  if (dev == Device::CUDA) return cuda::kv_write(k, v, slots, kv);
+#endif
   std::vector<int32_t> sorted(static_cast<size_t>(slots.shape[0]));
   for (int64_t t = 0; t < slots.shape[0]; ++t) {
     const int32_t s = slots.ptr<const int32_t>()[t];

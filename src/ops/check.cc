@@ -4,11 +4,17 @@
 
 namespace ringlm::ops::detail {
 
-void require_cpu(const char* op, std::initializer_list<const Tensor*> tensors) {
+Device device_of(const char* op, std::initializer_list<const Tensor*> tensors) {
+  bool cpu = false, cuda = false;
   for (const Tensor* t : tensors) {
-    if (t->device != Device::CPU && !t->empty())
-      RINGLM_FAIL(op, ": CUDA backend not built (an argument is a CUDA tensor)");
+    if (t->empty()) continue;
+    (t->device == Device::CPU ? cpu : cuda) = true;
   }
+#ifndef RINGLM_HAS_CUDA
+  if (cuda) RINGLM_FAIL(op, ": CUDA backend not built (an argument is a CUDA tensor)");
+#endif
+  RINGLM_CHECK(!(cpu && cuda), op, ": arguments on different devices (some CPU, some CUDA)");
+  return cuda ? Device::CUDA : Device::CPU;
 }
 
 void check_float_storage(const Tensor& t, const char* what) {

@@ -8,8 +8,9 @@
 
 namespace ringlm::ops::detail {
 
-// Every tensor on the CPU (the only backend built so far); a CUDA tensor gets a clear error.
-void require_cpu(const char* op, std::initializer_list<const Tensor*> tensors);
+// The device of the (non-empty) tensors, which must all share it; a CUDA tensor gets a clear error
+// when the CUDA backend is not built (RINGLM_HAS_CUDA).
+Device device_of(const char* op, std::initializer_list<const Tensor*> tensors);
 // dtype is F32, BF16 or F16 (weights keep their checkpoint dtype).
 void check_float_storage(const Tensor& t, const char* what);
 // Row-major with contiguous rows; rows may be further apart than their length (row views).

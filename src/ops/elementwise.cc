@@ -4,6 +4,9 @@
 #include <cstdint>
 
 #include "backends/cpu/cpu_ops.h"
+#ifdef RINGLM_HAS_CUDA
+#include "backends/cuda/cuda_ops.h"
+#endif
 #include "ops/check.h"
 #include "ops/ops.h"
 
@@ -19,7 +22,7 @@ void check_f32_matrix(const Tensor& t, const char* what) {
 }  // namespace
 
 void embedding(const Tensor& ids, const Tensor& table, float scale, Tensor& out) {
-  detail::require_cpu("embedding", {&ids, &table, &out});
+  [[maybe_unused]] const Device dev = detail::device_of("embedding", {&ids, &table, &out});
   check_dtype(ids, DType::I32, "embedding ids");
   check_shape(ids, {-1}, "embedding ids");
   detail::check_contiguous(ids, "embedding ids");
@@ -30,16 +33,20 @@ void embedding(const Tensor& ids, const Tensor& table, float scale, Tensor& out)
   check_shape(out, {ids.shape[0], table.shape[1]}, "embedding out");
   RINGLM_CHECK(std::isfinite(scale), "embedding: scale ", scale, " is not finite");
   const int64_t vocab = table.shape[0];
-  for (int64_t m = 0; m < ids.shape[0]; ++m) {
+  // CUDA ids live on the device: the kernel checks them (reported by cuda::synchronize()).
+  for (int64_t m = 0; dev == Device::CPU && m < ids.shape[0]; ++m) {
     const int32_t id = ids.ptr<const int32_t>()[m];
     RINGLM_CHECK(id >= 0 && id < vocab, "embedding: token id ", id, " at index ", m,
                  " is outside the vocabulary [0, ", vocab, ")");
   }
+#ifdef RINGLM_HAS_CUDA
+  if (dev == Device::CUDA) return cuda::embedding(ids, table, scale, out);
+#endif
   cpu::embedding(ids, table, scale, out);
 }
 
 void rms_norm(const Tensor& x, const Tensor& weight, const RmsNormConfig& config, Tensor& out) {
-  detail::require_cpu("rms_norm", {&x, &weight, &out});
+  [[maybe_unused]] const Device dev = detail::device_of("rms_norm", {&x, &weight, &out});
   check_f32_matrix(x, "rms_norm x");
   detail::check_float_storage(weight, "rms_norm weight");
   check_shape(weight, {x.shape[1]}, "rms_norm weight");
@@ -50,20 +57,26 @@ void rms_norm(const Tensor& x, const Tensor& weight, const RmsNormConfig& config
   RINGLM_CHECK(config.eps >= 0.0f && std::isfinite(config.eps), "rms_norm: eps ", config.eps,
                " must be finite and >= 0");
   RINGLM_CHECK(x.shape[1] > 0 || x.shape[0] == 0, "rms_norm: empty rows");
+#ifdef RINGLM_HAS_CUDA
+  if (dev == Device::CUDA) return cuda::rms_norm(x, weight, config, out);
+#endif
   cpu::rms_norm(x, weight, config, out);
 }
 
 void add_inplace(Tensor& x, const Tensor& y) {
-  detail::require_cpu("add_inplace", {&x, &y});
+  [[maybe_unused]] const Device dev = detail::device_of("add_inplace", {&x, &y});
   check_f32_matrix(x, "add_inplace x");
   check_f32_matrix(y, "add_inplace y");
   check_shape(y, {x.shape[0], x.shape[1]}, "add_inplace y");
   detail::check_same_or_disjoint(x, y, "add_inplace x");
+#ifdef RINGLM_HAS_CUDA
+  if (dev == Device::CUDA) return cuda::add_inplace(x, y);
+#endif
   cpu::add_inplace(x, y);
 }
 
 void gated_activation(const Tensor& gate, const Tensor& up, Activation activation, Tensor& out) {
-  detail::require_cpu("gated_activation", {&gate, &up, &out});
+  [[maybe_unused]] const Device dev = detail::device_of("gated_activation", {&gate, &up, &out});
   check_f32_matrix(gate, "gated_activation gate");
   check_f32_matrix(up, "gated_activation up");
   check_shape(up, {gate.shape[0], gate.shape[1]}, "gated_activation up");
@@ -73,29 +86,41 @@ void gated_activation(const Tensor& gate, const Tensor& up, Activation activatio
                "gated_activation: unknown activation ", static_cast<int>(activation));
   detail::check_same_or_disjoint(out, gate, "gated_activation out");
   detail::check_same_or_disjoint(out, up, "gated_activation out");
+#ifdef RINGLM_HAS_CUDA
+  if (dev == Device::CUDA) return cuda::gated_activation(gate, up, activation, out);
+#endif
   cpu::gated_activation(gate, up, activation, out);
 }
 
 void softmax(Tensor& x) {
-  detail::require_cpu("softmax", {&x});
+  [[maybe_unused]] const Device dev = detail::device_of("softmax", {&x});
   check_f32_matrix(x, "softmax x");
+#ifdef RINGLM_HAS_CUDA
+  if (dev == Device::CUDA) return cuda::softmax(x);
+#endif
   cpu::softmax(x);
 }
 
 void argmax(const Tensor& x, Tensor& out) {
-  detail::require_cpu("argmax", {&x, &out});
+  [[maybe_unused]] const Device dev = detail::device_of("argmax", {&x, &out});
   check_f32_matrix(x, "argmax x");
   RINGLM_CHECK(x.shape[1] > 0 || x.shape[0] == 0, "argmax: rows of x are empty: ", x.describe());
   check_dtype(out, DType::I32, "argmax out");
   check_shape(out, {x.shape[0]}, "argmax out");
   detail::check_contiguous(out, "argmax out");
+#ifdef RINGLM_HAS_CUDA
+  if (dev == Device::CUDA) return cuda::argmax(x, out);
+#endif
   cpu::argmax(x, out);
 }
 
 void softcap(Tensor& x, float cap) {
-  detail::require_cpu("softcap", {&x});
+  [[maybe_unused]] const Device dev = detail::device_of("softcap", {&x});
   check_f32_matrix(x, "softcap x");
   RINGLM_CHECK(cap > 0.0f && std::isfinite(cap), "softcap: cap ", cap, " must be finite and > 0");
+#ifdef RINGLM_HAS_CUDA
+  if (dev == Device::CUDA) return cuda::softcap(x, cap);
+#endif
   cpu::softcap(x, cap);
 }
 

@@ -1,12 +1,15 @@
 // matmul: checks, then the backend of the tensors' device.
 #include "backends/cpu/cpu_ops.h"
+#ifdef RINGLM_HAS_CUDA
+#include "backends/cuda/cuda_ops.h"
+#endif
 #include "ops/check.h"
 #include "ops/ops.h"
 
 namespace ringlm::ops {
 
 void matmul(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& y) {
-  detail::require_cpu("matmul", {&x, &w, &bias, &y});
+  [[maybe_unused]] const Device dev = detail::device_of("matmul", {&x, &w, &bias, &y});
   check_dtype(x, DType::F32, "matmul x");
   check_shape(x, {-1, -1}, "matmul x");
   detail::check_float_storage(w, "matmul w");
@@ -24,6 +27,9 @@ void matmul(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& y) {
   detail::check_rows(y, "matmul y");
   detail::check_no_overlap(y, x, "matmul y");
   detail::check_no_overlap(y, w, "matmul y");
+#ifdef RINGLM_HAS_CUDA
+  if (dev == Device::CUDA) return cuda::matmul(x, w, bias, y);
+#endif
   cpu::matmul(x, w, bias, y);
 }
 

@@ -3,13 +3,16 @@
 #include <cstdint>
 
 #include "backends/cpu/cpu_ops.h"
+#ifdef RINGLM_HAS_CUDA
+#include "backends/cuda/cuda_ops.h"
+#endif
 #include "ops/check.h"
 #include "ops/ops.h"
 
 namespace ringlm::ops {
 
 void rope(Tensor& x, const Tensor& positions, const RopeTable& table) {
-  detail::require_cpu("rope", {&x, &positions});
+  [[maybe_unused]] const Device dev = detail::device_of("rope", {&x, &positions});
   check_dtype(x, DType::F32, "rope x");
   check_shape(x, {-1, -1, -1}, "rope x");
   detail::check_contiguous(x, "rope x");
@@ -24,10 +27,14 @@ void rope(Tensor& x, const Tensor& positions, const RopeTable& table) {
                "rope: inv_freq has ", table.inv_freq.size(),
                " entries, rotary_dim / 2 = ", table.rotary_dim / 2);
   RINGLM_CHECK(std::isfinite(table.attention_scaling), "rope: attention_scaling is not finite");
-  for (int64_t t = 0; t < positions.shape[0]; ++t) {
+  // CUDA positions live on the device: the kernel checks them (reported by cuda::synchronize()).
+  for (int64_t t = 0; dev == Device::CPU && t < positions.shape[0]; ++t) {
     const int32_t p = positions.ptr<const int32_t>()[t];
     RINGLM_CHECK(p >= 0, "rope: position ", p, " at index ", t, " is negative");
   }
+#ifdef RINGLM_HAS_CUDA
+  if (dev == Device::CUDA) return cuda::rope(x, positions, table);
+#endif
   cpu::rope(x, positions, table);
 }
 

@@ -1,0 +1,77 @@
+// The CUDA backend: one entry point per op, same contracts as backends/cpu/cpu_ops.h. Callers
+// (ops/*.cc) have checked shapes, dtypes and devices; every tensor argument is device memory.
+// Values that live on the device (token ids, positions, slots) cannot be checked on the host
+// without a sync: kernels check them, leave the affected output NaN/untouched, and record the first
+// bad value; cuda::synchronize() then throws ringlm::Error naming the op and the value.
+//
+// All work is queued on the calling thread's backend stream (runtime.h) and is asynchronous.
+// This header is plain C++ (no CUDA headers), so host code compiled by g++ can include it.
+#pragma once
+
+#include "core/tensor.h"
+#include "ops/ops.h"
+
+namespace ringlm::cuda {
+
+class DeviceRows;
+
+// Precision: F32 weights run a pure-f32 GEMM (cuBLAS compute 32F, no TF32). BF16 (F16) weights:
+// x is rounded to bf16 (f16) and a bf16 (f16) tensor-core GEMM accumulates in f32 into f32 y, so
+// each product carries x's rounding (relative ≤ 2^-9 for bf16, 2^-12 for f16). F16 activations
+// beyond ±65504 overflow; F16 checkpoints are trained to stay inside that range.
+void matmul(const Tensor& x,     // F32[M, K], rows may be strided
+            const Tensor& w,     // F32|BF16|F16[N, K] contiguous
+            const Tensor& bias,  // F32|BF16|F16[N] or empty
+            Tensor& y);          // F32[M, N], rows may be strided
+
+void embedding(const Tensor& ids,          // I32[M] (device-checked against V)
+               const Tensor& table,        // F32|BF16|F16[V, H]
+               float scale, Tensor& out);  // F32[M, H]
+
+void rms_norm(const Tensor& x,                                 // F32[M, H]
+              const Tensor& weight,                            // F32|BF16|F16[H]
+              const ops::RmsNormConfig& config, Tensor& out);  // F32[M, H], may alias x
+
+void add_inplace(Tensor& x,         // F32[M, H]
+                 const Tensor& y);  // F32[M, H]
+
+// rotary_dim / 2 <= kMaxRopeHalf (the frequencies travel in the kernel's parameters).
+constexpr int kMaxRopeHalf = 256;
+void rope(Tensor& x,                // F32[T, heads, head_dim] contiguous
+          const Tensor& positions,  // I32[T] (device-checked >= 0)
+          const ops::RopeTable& table);
+
+void gated_activation(const Tensor& gate,                        // F32[M, I]
+                      const Tensor& up,                          // F32[M, I]
+                      ops::Activation activation, Tensor& out);  // F32[M, I]
+
+void softmax(Tensor& x);                    // F32[M, N]
+void argmax(const Tensor& x, Tensor& out);  // F32[M, N] -> I32[M]
+void softcap(Tensor& x, float cap);         // F32[M, N]
+
+// head_dim <= kMaxHeadDim.
+constexpr int kMaxHeadDim = 256;
+// `rows` holds host tables (already validated by ops::attention); they are copied to the device
+// on each call. Prefer the overload below, with the tables uploaded once per step.
+void attention(const Tensor& q,  // F32[T, q_heads, head_dim] contiguous
+               const ops::KvLayerView& kv, const ops::AttentionRows& rows,
+               const ops::AttentionParams& params,
+               Tensor& out);  // F32[T, q_heads, head_dim] contiguous (may alias q)
+// Same, reading the tables from `device_rows` (an upload of the same `rows`).
+void attention(const Tensor& q,  // F32[T, q_heads, head_dim] contiguous
+               const ops::KvLayerView& kv, const DeviceRows& device_rows,
+               const ops::AttentionParams& params,
+               Tensor& out);  // F32[T, q_heads, head_dim] contiguous (may alias q)
+
+void kv_write(const Tensor& k,      // F32[T, kv_heads, head_dim]
+              const Tensor& v,      // F32[T, kv_heads, head_dim]
+              const Tensor& slots,  // I32[T] (device-checked against the cache's capacity)
+              ops::KvLayerView& kv);
+
+// True when a CUDA device and driver are present (false on build machines without a GPU).
+bool device_available();
+// Waits for the calling thread's backend stream; throws ringlm::Error for a failed launch or a
+// value a kernel rejected since the last call (and clears that record).
+void synchronize();
+
+}  // namespace ringlm::cuda

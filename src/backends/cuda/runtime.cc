@@ -1,0 +1,86 @@
+#include "backends/cuda/runtime.h"
+
+#include <algorithm>
+#include <memory>
+
+#include "backends/cuda/cuda_ops.h"
+
+namespace ringlm::cuda {
+
+Context& Context::get() {
+  thread_local std::unique_ptr<Context> context(new Context());
+  return *context;
+}
+
+Context::Context() {
+  RINGLM_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  RINGLM_CUBLAS_CHECK(cublasCreate(&cublas_));
+  RINGLM_CUBLAS_CHECK(cublasSetStream(cublas_, stream_));
+  // Pure f32 arithmetic for f32 GEMMs: no TF32 (the f32 tolerance of the op contract).
+  RINGLM_CUBLAS_CHECK(cublasSetMathMode(cublas_, CUBLAS_DEFAULT_MATH));
+  RINGLM_CUDA_CHECK(cudaMalloc(&errors_, sizeof(DeviceErrorRecord)));
+  RINGLM_CUDA_CHECK(cudaMemset(errors_, 0, sizeof(DeviceErrorRecord)));
+}
+
+Context::~Context() {
+  // At thread exit; errors are ignored (the runtime may already be shutting down).
+  if (stream_ != nullptr) (void)cudaStreamSynchronize(stream_);
+  for (Buffer& b : scratch_) (void)cudaFree(b.ptr);
+  (void)cudaFree(errors_);
+  if (cublas_ != nullptr) (void)cublasDestroy(cublas_);
+  if (stream_ != nullptr) (void)cudaStreamDestroy(stream_);
+}
+
+void* Context::scratch(Scratch slot, size_t bytes) {
+  Buffer& b = scratch_[static_cast<size_t>(slot)];
+  if (bytes <= b.bytes) return b.ptr;
+  RINGLM_CUDA_CHECK(cudaStreamSynchronize(stream_));  // queued work may still read b
+  RINGLM_CUDA_CHECK(cudaFree(b.ptr));
+  b.ptr = nullptr;
+  b.bytes = 0;
+  const size_t grown = std::max<size_t>({bytes, 2 * b.bytes, 1 << 16});
+  RINGLM_CUDA_CHECK(cudaMalloc(&b.ptr, grown));
+  b.bytes = grown;
+  return b.ptr;
+}
+
+void Context::synchronize() {
+  RINGLM_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  DeviceErrorRecord rec{};
+  RINGLM_CUDA_CHECK(cudaMemcpy(&rec, errors_, sizeof(rec), cudaMemcpyDeviceToHost));
+  if (rec.code == 0) return;
+  RINGLM_CUDA_CHECK(cudaMemset(errors_, 0, sizeof(DeviceErrorRecord)));
+  switch (static_cast<DeviceErrorCode>(rec.code)) {
+    case DeviceErrorCode::EmbeddingId:
+      RINGLM_FAIL("embedding: token id ", rec.value, " at index ", rec.index,
+                  " is outside the vocabulary [0, ", rec.bound, ")");
+    case DeviceErrorCode::RopePosition:
+      RINGLM_FAIL("rope: position ", rec.value, " at index ", rec.index, " is negative");
+    case DeviceErrorCode::KvSlot:
+      RINGLM_FAIL("kv_write: slot ", rec.value, " of token ", rec.index,
+                  " is outside the cache [0, ", rec.bound, ")");
+    default:
+      RINGLM_FAIL("CUDA backend: unknown device error code ", rec.code);
+  }
+}
+
+void check_launch(const char* kernel) {
+  const cudaError_t status = cudaGetLastError();
+  RINGLM_CHECK(status == cudaSuccess, "CUDA launch of ", kernel,
+               " failed: ", cudaGetErrorName(status), ": ", cudaGetErrorString(status));
+}
+
+bool device_available() {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess) {
+    (void)cudaGetLastError();  // clear the sticky "no driver" status
+    return false;
+  }
+  return count > 0;
+}
+
+void synchronize() {
+  Context::get().synchronize();
+}
+
+}  // namespace ringlm::cuda

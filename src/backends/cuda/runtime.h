@@ -1,0 +1,82 @@
+// Per-thread CUDA state of the backend: one stream, a cuBLAS handle, growable scratch buffers and
+// the device-side error record that kernels write when they reject a value (cuda_ops.h).
+// Internal to backends/cuda (includes CUDA headers).
+#pragma once
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+
+#include "core/error.h"
+
+// Throws ringlm::Error naming the failed CUDA runtime call and its error string.
+#define RINGLM_CUDA_CHECK(expr)                                                                 \
+  do {                                                                                          \
+    const cudaError_t ringlm_cuda_status_ = (expr);                                             \
+    if (ringlm_cuda_status_ != cudaSuccess) [[unlikely]]                                        \
+      ::ringlm::detail::throw_error(                                                            \
+          #expr, __FILE__, __LINE__,                                                            \
+          ::ringlm::detail::concat("CUDA error: ", cudaGetErrorName(ringlm_cuda_status_), ": ", \
+                                   cudaGetErrorString(ringlm_cuda_status_)));                   \
+  } while (0)
+
+#define RINGLM_CUBLAS_CHECK(expr)                                                                \
+  do {                                                                                           \
+    const cublasStatus_t ringlm_cublas_status_ = (expr);                                         \
+    if (ringlm_cublas_status_ != CUBLAS_STATUS_SUCCESS) [[unlikely]]                             \
+      ::ringlm::detail::throw_error(                                                             \
+          #expr, __FILE__, __LINE__,                                                             \
+          ::ringlm::detail::concat("cuBLAS error: ", cublasGetStatusName(ringlm_cublas_status_), \
+                                   ": ", cublasGetStatusString(ringlm_cublas_status_)));         \
+  } while (0)
+
+namespace ringlm::cuda {
+
+// What a kernel rejected (the first one wins; later ones are dropped until synchronize()).
+enum class DeviceErrorCode : int { None = 0, EmbeddingId = 1, RopePosition = 2, KvSlot = 3 };
+struct DeviceErrorRecord {
+  int code;  // DeviceErrorCode
+  int unused;
+  long long index;  // the element (token) that carried the bad value
+  long long value;
+  long long bound;  // the exclusive upper bound it broke (0 when only >= 0 was required)
+};
+
+enum class Scratch { MatmulInput, Rows, AttentionPartials, Count };
+
+class Context {
+ public:
+  // The calling thread's context, created on first use on the current device.
+  static Context& get();
+  ~Context();
+  Context(const Context&) = delete;
+  Context& operator=(const Context&) = delete;
+
+  cudaStream_t stream() const { return stream_; }
+  cublasHandle_t cublas() const { return cublas_; }
+  DeviceErrorRecord* errors() const { return errors_; }
+  // At least `bytes` of device memory for one purpose. Reuse is stream-ordered: work queued
+  // earlier on stream() may still read the previous contents; growing waits for it first.
+  void* scratch(Scratch slot, size_t bytes);
+  // Waits for stream(), then throws for a recorded device-side error (and clears it).
+  void synchronize();
+
+ private:
+  Context();
+  struct Buffer {
+    void* ptr = nullptr;
+    size_t bytes = 0;
+  };
+  cudaStream_t stream_ = nullptr;
+  cublasHandle_t cublas_ = nullptr;
+  DeviceErrorRecord* errors_ = nullptr;
+  std::array<Buffer, static_cast<size_t>(Scratch::Count)> scratch_{};
+};
+
+// After a kernel launch: throws if the launch itself failed (bad configuration, no device).
+void check_launch(const char* kernel);
+
+}  // namespace ringlm::cuda

@@ -1,0 +1,261 @@
+// GPU paged attention vs the scalar reference (dense gathered K/V, explicit mask, double math):
+// every KV dtype, head dims 64/128/256 and odd ones, GQA ratios, windows, soft-capping, block
+// sizes, decode rows, prefill chunks and empty rows; the pre-uploaded DeviceRows path; in-place
+// use; batch invariance (a row alone = the same row batched, bitwise).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <random>
+#include <vector>
+
+#include "backends/cuda/device_rows.h"
+#include "cuda_test_util.h"
+#include "ops/ops.h"
+#include "ops/reference.h"
+
+namespace ringlm::ops {
+namespace {
+
+using testing::kEps;
+using testing::OnDevice;
+using testing::Owned;
+
+struct RowSpec {
+  int n;    // queries this step
+  int ctx;  // tokens in the KV after the step
+};
+
+// A paged layout: each row's blocks are scattered through the pool in random order; block 0 is
+// the null block (never used by a row) and tables are padded with it.
+struct Layout {
+  int block_tokens = 0, num_blocks = 0, max_blocks = 0;
+  std::vector<int32_t> query_start, context_len, block_table;
+  AttentionRows rows() const {
+    AttentionRows r;
+    r.num_rows = static_cast<int>(context_len.size());
+    r.query_start = query_start.data();
+    r.context_len = context_len.data();
+    r.block_table = block_table.data();
+    r.max_blocks = max_blocks;
+    return r;
+  }
+  int tokens() const { return query_start.back(); }
+};
+
+Layout make_layout(const std::vector<RowSpec>& specs, int block_tokens, uint32_t seed) {
+  Layout L;
+  L.block_tokens = block_tokens;
+  L.query_start.push_back(0);
+  int total = 0;
+  for (const RowSpec& s : specs) {
+    const int blocks = (s.ctx + block_tokens - 1) / block_tokens;
+    L.max_blocks = std::max(L.max_blocks, blocks);
+    total += blocks;
+    L.query_start.push_back(L.query_start.back() + s.n);
+    L.context_len.push_back(s.ctx);
+  }
+  L.num_blocks = total + 3;  // + the null block and two that no row uses
+  std::vector<int32_t> ids(static_cast<size_t>(L.num_blocks - 1));
+  std::iota(ids.begin(), ids.end(), 1);
+  std::shuffle(ids.begin(), ids.end(), std::mt19937(seed));
+  L.block_table.assign(specs.size() * static_cast<size_t>(L.max_blocks), 0);
+  size_t next = 0;
+  for (size_t r = 0; r < specs.size(); ++r) {
+    const int blocks = (specs[r].ctx + block_tokens - 1) / block_tokens;
+    for (int b = 0; b < blocks; ++b)
+      L.block_table[r * static_cast<size_t>(L.max_blocks) + static_cast<size_t>(b)] = ids[next++];
+  }
+  return L;
+}
+
+struct Config {
+  DType dtype;
+  int head_dim, q_heads, kv_heads, block_tokens, window;
+  float softcap;
+};
+
+// Decode rows, a whole prompt, a chunk continuing a prompt, an empty row, a long decode row.
+const std::vector<RowSpec> kRows = {{1, 1}, {1, 37}, {0, 10}, {13, 13}, {5, 130}, {1, 300}};
+
+struct Problem {
+  Layout layout;
+  Owned q, k, v;
+  Problem(const Config& c, const std::vector<RowSpec>& specs, uint32_t seed)
+      : layout(make_layout(specs, c.block_tokens, seed)),
+        q(DType::F32, {layout.tokens(), c.q_heads, c.head_dim}),
+        k(c.dtype, {layout.num_blocks, c.block_tokens, c.kv_heads, c.head_dim}),
+        v(c.dtype, {layout.num_blocks, c.block_tokens, c.kv_heads, c.head_dim}) {
+    testing::fill_uniform(q, seed + 1);
+    testing::fill_uniform(k, seed + 2);
+    testing::fill_uniform(v, seed + 3);
+  }
+};
+
+AttentionParams params_for(const Config& c) {
+  AttentionParams p;
+  // With a cap, a larger scale so that scores reach the tanh's bend.
+  p.scale = c.softcap > 0 ? 4.0f / std::sqrt(static_cast<float>(c.head_dim))
+                          : 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+  p.softcap = c.softcap;
+  p.window = c.window;
+  return p;
+}
+
+// Error bound of one output element, from the inputs. f32 scores: the dot product of D terms is
+// within γ_(D+2) of Σ|q·k| (doubled for the warp tree), times scale; the cap adds ≤ 6u of |s|.
+// A score error ≤ Δ moves each softmax weight by a factor e^(±Δ): the output by ≤ 2.2Δ·max|v|.
+// The f32 sums of weights and weighted values over ctx keys with rescaling add ≤ (2·ctx + 20)u
+// relative to max|v|; expf's 2 ulp per weight, 8u more.
+double tolerance(const Problem& p, const Config& c, const AttentionParams& params, int64_t t,
+                 int64_t h) {
+  const Layout& L = p.layout;
+  int r = 0;
+  while (L.query_start[static_cast<size_t>(r) + 1] <= t) ++r;
+  const int n = L.query_start[static_cast<size_t>(r) + 1] - L.query_start[static_cast<size_t>(r)];
+  const int ctx = L.context_len[static_cast<size_t>(r)];
+  const int pos = ctx - n + static_cast<int>(t) - L.query_start[static_cast<size_t>(r)];
+  const int lo = c.window > 0 ? std::max(0, pos - c.window + 1) : 0;
+  const int g = static_cast<int>(h) / (c.q_heads / c.kv_heads);
+  const int D = c.head_dim, bt = c.block_tokens;
+  double delta = 0.0, vmax = 0.0;
+  for (int j = lo; j <= pos; ++j) {
+    const int64_t block = L.block_table[static_cast<size_t>(r) * L.max_blocks + j / bt];
+    const int64_t off = ((block * bt + j % bt) * c.kv_heads + g) * D;
+    double mag = 0.0, dot = 0.0;
+    for (int d = 0; d < D; ++d) {
+      const double qk = double{p.q.f((t * c.q_heads + h) * D + d)} * p.k.f(off + d);
+      mag += std::fabs(qk);
+      dot += qk;
+      vmax = std::max(vmax, double{std::fabs(p.v.f(off + d))});
+    }
+    double d_s = 2.0 * (D + 2) * kEps * mag * params.scale;
+    if (c.softcap > 0) d_s += 6 * kEps * std::fabs(dot * params.scale);
+    delta = std::max(delta, d_s);
+  }
+  return vmax * (2.2 * delta + (2.0 * (pos - lo + 1) + 28) * kEps) + 1e-30;
+}
+
+void check_config(const Config& c, uint32_t seed) {
+  SCOPED_TRACE(::testing::Message()
+               << testing::dtype_label(c.dtype) << " D=" << c.head_dim << " qh=" << c.q_heads
+               << " kvh=" << c.kv_heads << " bt=" << c.block_tokens << " window=" << c.window
+               << " softcap=" << c.softcap);
+  const Problem p(c, kRows, seed);
+  const AttentionParams params = params_for(c);
+  const int64_t T = p.layout.tokens();
+  Owned ref(DType::F32, {T, c.q_heads, c.head_dim});
+  reference::attention(p.q.t(), KvLayerView{p.k.t(), p.v.t()}, p.layout.rows(), params, ref.t());
+
+  OnDevice dq(p.q), dk(p.k), dv(p.v), dout(DType::F32, {T, c.q_heads, c.head_dim});
+  const KvLayerView view{dk.t(), dv.t()};
+  attention(dq.t(), view, p.layout.rows(), params, dout.t());  // poisoned out: all written?
+  const Owned out = dout.to_host();
+  for (int64_t t = 0; t < T; ++t) {
+    for (int64_t h = 0; h < c.q_heads; ++h) {
+      const double tol = tolerance(p, c, params, t, h);
+      for (int64_t d = 0; d < c.head_dim; ++d) {
+        const int64_t i = (t * c.q_heads + h) * c.head_dim + d;
+        ASSERT_NEAR(out.f(i), ref.f(i), tol) << "t=" << t << " h=" << h << " d=" << d;
+      }
+    }
+  }
+
+  // The tables uploaded once (DeviceRows) give the same bits as the per-call upload.
+  cuda::DeviceRows drows;
+  drows.upload(p.layout.rows());
+  OnDevice dout2(DType::F32, {T, c.q_heads, c.head_dim});
+  cuda::attention(dq.t(), view, drows, params, dout2.t());
+  ASSERT_TRUE(testing::bitwise_equal(dout2.to_host().t(), out.t()));
+
+  // In place: out aliases q.
+  attention(dq.t(), view, p.layout.rows(), params, dq.t());
+  ASSERT_TRUE(testing::bitwise_equal(dq.to_host().t(), out.t()));
+}
+
+TEST(CudaAttention, MatchesReferenceAcrossShapes) {
+  RINGLM_REQUIRE_GPU();
+  uint32_t seed = 100;
+  for (DType dt : {DType::F32, DType::BF16, DType::F16}) {
+    // Head dims of real models and odd ones (tails of the per-lane chunks).
+    for (int D : {64, 128, 256, 5, 40, 96, 200}) {
+      // (q_heads, kv_heads, block_tokens, window, softcap): MHA, GQA 4 and 8, MQA; full and
+      // sliding windows; caps; block sizes 16, 5 and 1.
+      const Config cs[] = {{dt, D, 4, 4, 16, 0, 0.0f},  {dt, D, 8, 2, 5, 0, 0.0f},
+                           {dt, D, 8, 1, 16, 7, 0.0f},  {dt, D, 4, 4, 1, 50, 0.0f},
+                           {dt, D, 2, 1, 16, 0, 30.0f}, {dt, D, 8, 2, 5, 32, 20.0f}};
+      for (const Config& c : cs) check_config(c, seed++);
+    }
+  }
+}
+
+// A long decode context (several thousand keys, windowed and not).
+TEST(CudaAttention, LongContext) {
+  RINGLM_REQUIRE_GPU();
+  for (int window : {0, 1024}) {
+    const Config c{DType::BF16, 128, 32, 8, 16, window, 0.0f};
+    const std::vector<RowSpec> specs = {{1, 5000}, {1, 4097}, {3, 3000}};
+    const Problem p(c, specs, 7);
+    const AttentionParams params = params_for(c);
+    const int64_t T = p.layout.tokens();
+    Owned ref(DType::F32, {T, c.q_heads, c.head_dim});
+    reference::attention(p.q.t(), KvLayerView{p.k.t(), p.v.t()}, p.layout.rows(), params, ref.t());
+    OnDevice dq(p.q), dk(p.k), dv(p.v), dout(DType::F32, {T, c.q_heads, c.head_dim});
+    attention(dq.t(), KvLayerView{dk.t(), dv.t()}, p.layout.rows(), params, dout.t());
+    const Owned out = dout.to_host();
+    for (int64_t t = 0; t < T; ++t) {
+      for (int64_t h = 0; h < c.q_heads; ++h) {
+        const double tol = tolerance(p, c, params, t, h);
+        for (int64_t d = 0; d < c.head_dim; ++d) {
+          const int64_t i = (t * c.q_heads + h) * c.head_dim + d;
+          ASSERT_NEAR(out.f(i), ref.f(i), tol) << "window=" << window << " t=" << t << " h=" << h;
+        }
+      }
+    }
+  }
+}
+
+// Each row computed alone (its own one-row layout over the same cache) equals its rows of the
+// batched result bit for bit: a row's output does not depend on what else is in the step.
+TEST(CudaAttention, BatchInvariant) {
+  RINGLM_REQUIRE_GPU();
+  const Config c{DType::BF16, 128, 8, 2, 16, 0, 0.0f};
+  const Problem p(c, kRows, 11);
+  const AttentionParams params = params_for(c);
+  const int64_t T = p.layout.tokens();
+  OnDevice dq(p.q), dk(p.k), dv(p.v), dout(DType::F32, {T, c.q_heads, c.head_dim});
+  const KvLayerView view{dk.t(), dv.t()};
+  attention(dq.t(), view, p.layout.rows(), params, dout.t());
+  const Owned all = dout.to_host();
+  const Layout& L = p.layout;
+  for (size_t r = 0; r < L.context_len.size(); ++r) {
+    const int q0 = L.query_start[r], n = L.query_start[r + 1] - q0;
+    if (n == 0) continue;
+    const int32_t qs[2] = {0, n};
+    AttentionRows one;
+    one.num_rows = 1;
+    one.query_start = qs;
+    one.context_len = &L.context_len[r];
+    one.block_table = &L.block_table[r * static_cast<size_t>(L.max_blocks)];
+    one.max_blocks = L.max_blocks;
+    OnDevice alone(DType::F32, {n, c.q_heads, c.head_dim});
+    attention(dq.t().slice_rows(q0, q0 + n), view, one, params, alone.t());
+    ASSERT_TRUE(testing::bitwise_equal(alone.to_host().t(), all.t().slice_rows(q0, q0 + n)))
+        << "row " << r;
+  }
+}
+
+TEST(CudaAttention, HostTablesAreStillValidated) {
+  RINGLM_REQUIRE_GPU();
+  const Config c{DType::BF16, 64, 2, 1, 16, 0, 0.0f};
+  Problem p(c, {{1, 20}}, 3);
+  p.layout.block_table[1] = p.layout.num_blocks;  // out of the pool
+  OnDevice dq(p.q), dk(p.k), dv(p.v), dout(DType::F32, {1, 2, 64});
+  EXPECT_THROW(
+      attention(dq.t(), KvLayerView{dk.t(), dv.t()}, p.layout.rows(), params_for(c), dout.t()),
+      Error);
+}
+
+}  // namespace
+}  // namespace ringlm::ops

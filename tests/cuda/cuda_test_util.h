@@ -1,0 +1,75 @@
+// Helpers for the GPU op tests: device copies of host tensors, poisoned outputs, and a guard that
+// skips a test on machines without a GPU (CI builds the suite; the H200 runs it).
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <initializer_list>
+
+#include "backends/cuda/cuda_ops.h"
+#include "backends/cuda/device_buffer.h"
+#include "ops/op_test_util.h"
+
+// Skips the calling test when there is no CUDA device.
+#define RINGLM_REQUIRE_GPU()                                                        \
+  do {                                                                              \
+    if (!::ringlm::cuda::device_available()) GTEST_SKIP() << "no CUDA device here"; \
+  } while (0)
+
+namespace ringlm::ops::testing {
+
+// A device tensor with its own storage: a copy of a host tensor, or poisoned (every byte 0xFF:
+// NaN for float dtypes, -1 for I32) so that an element a kernel fails to write shows up.
+class OnDevice {
+ public:
+  explicit OnDevice(const Owned& host)
+      : buffer_(std::max<size_t>(host.t().nbytes(), 1)), t_(host.t()) {
+    t_.data = buffer_.data();
+    t_.device = Device::CUDA;
+    cuda::copy_to_device(t_.data, host.t().data, host.t().nbytes());
+  }
+  OnDevice(DType dtype, std::initializer_list<int64_t> dims)
+      : buffer_(std::max<size_t>(Tensor(nullptr, dtype, dims).nbytes(), 1)),
+        t_(buffer_.data(), dtype, dims, Device::CUDA) {
+    cuda::fill_device(t_.data, 0xff, t_.nbytes());
+  }
+  Tensor& t() { return t_; }
+  const Tensor& t() const { return t_; }
+  // A host copy (same dtype and shape); waits for the GPU and throws device-side errors.
+  Owned to_host() const {
+    Owned out = empty_like();
+    cuda::copy_to_host(out.t().data, t_.data, t_.nbytes());
+    return out;
+  }
+
+ private:
+  Owned empty_like() const {
+    switch (t_.ndim) {
+      case 1:
+        return Owned(t_.dtype, {t_.shape[0]});
+      case 2:
+        return Owned(t_.dtype, {t_.shape[0], t_.shape[1]});
+      case 3:
+        return Owned(t_.dtype, {t_.shape[0], t_.shape[1], t_.shape[2]});
+      default:
+        return Owned(t_.dtype, {t_.shape[0], t_.shape[1], t_.shape[2], t_.shape[3]});
+    }
+  }
+  cuda::DeviceBuffer buffer_;
+  Tensor t_;
+};
+
+// Copy of a host tensor (one for the op, one for the reference).
+inline Owned copy_of(const Owned& src) {
+  const Tensor& t = src.t();
+  Owned out = t.ndim == 1   ? Owned(t.dtype, {t.shape[0]})
+              : t.ndim == 2 ? Owned(t.dtype, {t.shape[0], t.shape[1]})
+              : t.ndim == 3 ? Owned(t.dtype, {t.shape[0], t.shape[1], t.shape[2]})
+                            : Owned(t.dtype, {t.shape[0], t.shape[1], t.shape[2], t.shape[3]});
+  std::memcpy(out.t().data, t.data, t.nbytes());
+  return out;
+}
+
+}  // namespace ringlm::ops::testing
