@@ -8,33 +8,20 @@
 
 #include <gtest/gtest.h>
 
-#include <array>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 
+#include "cli/cli_util.h"
 #include "models/golden_util.h"
 
 namespace ringlm {
 namespace {
 
-struct Outcome {
-  int exit_code = -1;
-  std::string output;  // stdout and stderr together
-};
-
-Outcome run(const std::string& args) {
-  const std::string command = std::string(RINGLM_BINARY) + " " + args + " 2>&1";
-  FILE* pipe = popen(command.c_str(), "r");
-  Outcome out;
-  if (pipe == nullptr) return out;
-  std::array<char, 4096> buf{};
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) out.output.append(buf.data(), n);
-  const int status = pclose(pipe);
-  out.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return out;
-}
+using testing::join;
+using testing::lines;
+using testing::Outcome;
+using testing::run;
 
 // Peak RSS (KiB) of one run of the binary with `args`, output discarded; -1 if it failed.
 long peak_rss_kib(const std::vector<std::string>& args) {
@@ -56,24 +43,6 @@ long peak_rss_kib(const std::vector<std::string>& args) {
   if (wait4(pid, &status, 0, &usage) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
     return -1;
   return usage.ru_maxrss;
-}
-
-std::vector<std::string> lines(const std::string& text) {
-  std::vector<std::string> out;
-  size_t start = 0;
-  while (start < text.size()) {
-    const size_t end = text.find('\n', start);
-    out.push_back(text.substr(start, end == std::string::npos ? std::string::npos : end - start));
-    if (end == std::string::npos) break;
-    start = end + 1;
-  }
-  return out;
-}
-
-std::string join(const std::vector<int32_t>& ids) {
-  std::string s;
-  for (size_t i = 0; i < ids.size(); ++i) s += (i ? "," : "") + std::to_string(ids[i]);
-  return s;
 }
 
 std::filesystem::path temp_dir(const std::string& name) {
