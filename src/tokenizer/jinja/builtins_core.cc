@@ -3,6 +3,7 @@
 #include <cmath>
 #include <ctime>
 
+#include "tokenizer/jinja/builtin_names.h"
 #include "tokenizer/jinja/errors.h"
 #include "tokenizer/jinja/interp.h"
 #include "tokenizer/jinja/pystr.h"
@@ -74,6 +75,8 @@ bool is_plain_seq(const Value& v) {
 
 Value binary_op(Interp& in, const std::string& op, const Value& a, const Value& b) {
   require_defined(a);
+  // str.__mod__ formats an Undefined argument without touching it.
+  if (op == "%" && a.is_string()) return in.make_string(percent_format(in, a.str(), b));
   require_defined(b);
   bool ints = a.is_integral() && b.is_integral();
   bool nums = a.is_number() && b.is_number();
@@ -221,6 +224,12 @@ int64_t int_mod(const Value& v, int64_t m) {
 
 bool call_test(Interp& in, const std::string& name, const Value& v, CallArgs& a) {
   (void)in;
+  static const char* const kUnary[] = {"defined", "undefined", "none",     "boolean",  "true",
+                                       "false",   "integer",   "float",    "number",   "string",
+                                       "mapping", "callable",  "sequence", "iterable", "escaped",
+                                       "lower",   "upper",     "odd",      "even"};
+  for (const char* u : kUnary)
+    if (name == u) bind_args(a, {}, name);
   if (name == "defined") return !v.is_undefined();
   if (name == "undefined") return v.is_undefined();
   if (name == "none") return v.is_none();
@@ -286,32 +295,9 @@ bool call_test(Interp& in, const std::string& name, const Value& v, CallArgs& a)
     return ordered(v, arg0(a, name), [](int c) { return c < 0; });
   if (name == "<=" || name == "le") return ordered(v, arg0(a, name), [](int c) { return c <= 0; });
   if (name == "filter" || name == "test") {
-    static const char* const kFilters[] = {
-        "abs",       "attr",       "batch",       "capitalize", "center",  "count",
-        "d",         "default",    "dictsort",    "e",          "escape",  "filesizeformat",
-        "first",     "float",      "forceescape", "format",     "groupby", "indent",
-        "int",       "join",       "last",        "length",     "list",    "lower",
-        "items",     "map",        "min",         "max",        "pprint",  "random",
-        "reject",    "rejectattr", "replace",     "reverse",    "round",   "safe",
-        "select",    "selectattr", "slice",       "sort",       "string",  "striptags",
-        "sum",       "title",      "trim",        "truncate",   "unique",  "upper",
-        "urlencode", "urlize",     "wordcount",   "wordwrap",   "xmlattr", "tojson"};
-    static const char* const kTests[] = {
-        "odd",    "even",     "divisibleby", "defined",     "undefined", "filter",   "test",
-        "none",   "boolean",  "false",       "true",        "integer",   "float",    "lower",
-        "upper",  "string",   "mapping",     "number",      "sequence",  "iterable", "callable",
-        "sameas", "escaped",  "in",          "==",          "eq",        "equalto",  "!=",
-        "ne",     ">",        "gt",          "greaterthan", "ge",        ">=",       "<",
-        "lt",     "lessthan", "<=",          "le"};
+    auto b = bind_args(a, {}, name);
     if (!v.is_string()) return false;
-    if (name == "filter") {
-      for (const char* f : kFilters)
-        if (v.str() == f) return true;
-    } else {
-      for (const char* t : kTests)
-        if (v.str() == t) return true;
-    }
-    return false;
+    return name == "filter" ? is_builtin_filter(v.str()) : is_builtin_test(v.str());
   }
   type_error("No test named '" + name + "'.");
 }
@@ -359,6 +345,7 @@ std::shared_ptr<Dict> build_dict(CallArgs& a, const std::string& fname) {
   auto d = std::make_shared<Dict>();
   if (!a.pos.empty()) {
     const Value& src = a.pos[0];
+    require_defined(src);
     if (src.is_dict()) {
       for (const auto& [k, v] : src.dict_obj().items) d->set(k, v);
     } else {

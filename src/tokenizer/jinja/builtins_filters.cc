@@ -16,6 +16,18 @@ Value gen(Interp& in, std::vector<Value> items) {
   return in.make_list(std::move(items), SeqKind::Generator);
 }
 
+// A generator whose items are computed when first consumed, like a Python generator function.
+Value lazy(Interp& in, std::function<std::vector<Value>()> produce) {
+  Value g = in.make_list({}, SeqKind::Generator);
+  Interp* ip = &in;
+  g.list_obj().producer = [ip, produce = std::move(produce)]() {
+    std::vector<Value> items = produce();
+    if (items.size() > ip->limits().max_items) fail(ErrorKind::Limit, "generator too long");
+    return items;
+  };
+  return g;
+}
+
 int64_t int_arg(const std::optional<Value>& v, int64_t dflt, const char* what) {
   if (!v) return dflt;
   require_defined(*v);
@@ -25,6 +37,15 @@ int64_t int_arg(const std::optional<Value>& v, int64_t dflt, const char* what) {
 
 bool bool_arg(const std::optional<Value>& v, bool dflt) {
   return v ? truthy(*v) : dflt;
+}
+
+// sorted(reverse=...) wants an integer, not any truthy value.
+bool reverse_arg(const std::optional<Value>& v) {
+  if (!v) return false;
+  require_defined(*v);
+  if (!v->is_integral())
+    type_error("'" + type_name(*v) + "' object cannot be interpreted as an integer");
+  return v->as_int() != 0;
 }
 
 std::optional<std::string> opt_str(const std::optional<Value>& v) {
@@ -308,6 +329,64 @@ Value to_int(const Value& v, const Value& dflt, int64_t base) {
   return dflt;
 }
 
+std::vector<Value> unique_items(Interp& in, const Value& v,
+                                const std::vector<std::optional<Value>>& b) {
+  auto parts = multi_parts(b[1], false);
+  bool cs = bool_arg(b[0], false);
+  std::vector<Value> seen, out;
+  for (auto& item : iterate(v)) {
+    in.step();
+    Value k = sort_key(in, item, parts, cs);
+    if (k.is_dict() || (k.is_list() && k.list_obj().kind == SeqKind::List))
+      type_error("unhashable type: '" + type_name(k) + "'");
+    bool dup = false;
+    for (const auto& s : seen)
+      if (equal(s, k)) dup = true;
+    if (!dup) {
+      seen.push_back(k);
+      out.push_back(item);
+    }
+  }
+  return out;
+}
+
+std::vector<Value> batch_or_slice(Interp& in, const Value& v,
+                                  const std::vector<std::optional<Value>>& b, bool batch) {
+  int64_t n = int_arg(b[0], 0, batch ? "linecount" : "slices");
+  std::vector<Value> items = iterate(v);
+  std::vector<Value> out;
+  bool fill = b[1] && !b[1]->is_none();
+  if (batch) {
+    std::vector<Value> tmp;
+    for (auto& item : items) {
+      if (static_cast<int64_t>(tmp.size()) == n) {
+        out.push_back(Value::list(std::move(tmp)));
+        tmp.clear();
+      }
+      tmp.push_back(item);
+    }
+    if (!tmp.empty()) {
+      if (fill)
+        while (static_cast<int64_t>(tmp.size()) < n) tmp.push_back(*b[1]);
+      out.push_back(Value::list(std::move(tmp)));
+    }
+  } else {
+    if (n <= 0) type_error("ZeroDivisionError: integer division or modulo by zero");
+    if (n > static_cast<int64_t>(in.limits().max_items)) fail(ErrorKind::Limit, "too many slices");
+    auto len = static_cast<int64_t>(items.size());
+    int64_t per = len / n, extra = len % n, offset = 0;
+    for (int64_t k = 0; k < n; ++k) {
+      int64_t start = offset + k * per;
+      if (k < extra) ++offset;
+      int64_t end = offset + (k + 1) * per;
+      std::vector<Value> tmp(items.begin() + start, items.begin() + end);
+      if (fill && k >= extra) tmp.push_back(*b[1]);
+      out.push_back(Value::list(std::move(tmp)));
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 Value call_filter(Interp& in, const std::string& name, const Value& v, CallArgs& a) {
@@ -369,6 +448,7 @@ Value call_filter(Interp& in, const std::string& name, const Value& v, CallArgs&
     args({});
     if (v.is_list() && v.list_obj().kind == SeqKind::Generator) {
       List& l = v.list_obj();
+      materialize(l);
       if (l.cursor < l.items.size()) return l.items[l.cursor++];
       return Value::undefined("No first item, sequence was empty.");
     }
@@ -390,11 +470,13 @@ Value call_filter(Interp& in, const std::string& name, const Value& v, CallArgs&
   }
   if (name == "items") {
     args({});
-    if (v.is_undefined()) return gen(in, {});
-    if (!v.is_dict()) type_error("Can only get item pairs from a mapping.");
-    std::vector<Value> out;
-    for (const auto& [k, val] : v.dict_obj().items) out.push_back(Value::tuple({k, val}));
-    return gen(in, std::move(out));
+    return lazy(in, [v]() {
+      std::vector<Value> out;
+      if (v.is_undefined()) return out;
+      if (!v.is_dict()) type_error("Can only get item pairs from a mapping.");
+      for (const auto& [k, val] : v.dict_obj().items) out.push_back(Value::tuple({k, val}));
+      return out;
+    });
   }
   if (name == "dictsort") {
     auto b = args({"case_sensitive", "by", "reverse"});
@@ -409,7 +491,7 @@ Value call_filter(Interp& in, const std::string& name, const Value& v, CallArgs&
       Value key = by == "key" ? k : val;
       kv.emplace_back(cs ? key : ignore_case(key), Value::tuple({k, val}));
     }
-    sort_by_key(kv, bool_arg(b[2], false));
+    sort_by_key(kv, reverse_arg(b[2]));
     std::vector<Value> out;
     for (auto& p : kv) out.push_back(p.second);
     return Value::list(std::move(out));
@@ -420,30 +502,15 @@ Value call_filter(Interp& in, const std::string& name, const Value& v, CallArgs&
     bool cs = bool_arg(b[1], false);
     std::vector<std::pair<Value, Value>> kv;
     for (auto& item : iterate(v)) kv.emplace_back(sort_key(in, item, parts, cs), item);
-    sort_by_key(kv, bool_arg(b[0], false));
+    sort_by_key(kv, reverse_arg(b[0]));
     std::vector<Value> out;
     for (auto& p : kv) out.push_back(p.second);
     return Value::list(std::move(out));
   }
   if (name == "unique") {
     auto b = args({"case_sensitive", "attribute"});
-    auto parts = multi_parts(b[1], false);
-    bool cs = bool_arg(b[0], false);
-    std::vector<Value> seen, out;
-    for (auto& item : iterate(v)) {
-      in.step();
-      Value k = sort_key(in, item, parts, cs);
-      if (k.is_dict() || (k.is_list() && k.list_obj().kind == SeqKind::List))
-        type_error("unhashable type: '" + type_name(k) + "'");
-      bool dup = false;
-      for (const auto& s : seen)
-        if (equal(s, k)) dup = true;
-      if (!dup) {
-        seen.push_back(k);
-        out.push_back(item);
-      }
-    }
-    return gen(in, std::move(out));
+    Interp* ip = &in;
+    return lazy(in, [ip, b, v]() { return unique_items(*ip, v, b); });
   }
   if (name == "min") return min_max(in, v, a, false, "min");
   if (name == "max") return min_max(in, v, a, true, "max");
@@ -458,11 +525,18 @@ Value call_filter(Interp& in, const std::string& name, const Value& v, CallArgs&
     }
     return acc;
   }
-  if (name == "map") return do_map(in, v, a);
-  if (name == "select") return select_or_reject(in, v, a, true, false);
-  if (name == "reject") return select_or_reject(in, v, a, false, false);
-  if (name == "selectattr") return select_or_reject(in, v, a, true, true);
-  if (name == "rejectattr") return select_or_reject(in, v, a, false, true);
+  if (name == "map" || name == "select" || name == "reject" || name == "selectattr" ||
+      name == "rejectattr") {
+    Interp* ip = &in;
+    return lazy(in, [ip, name, v, a]() mutable {
+      Value g = name == "map"          ? do_map(*ip, v, a)
+                : name == "select"     ? select_or_reject(*ip, v, a, true, false)
+                : name == "reject"     ? select_or_reject(*ip, v, a, false, false)
+                : name == "selectattr" ? select_or_reject(*ip, v, a, true, true)
+                                       : select_or_reject(*ip, v, a, false, true);
+      return std::move(g.list_obj().items);
+    });
+  }
   if (name == "reverse") {
     args({});
     if (v.is_string()) {
@@ -562,40 +636,8 @@ Value call_filter(Interp& in, const std::string& name, const Value& v, CallArgs&
   }
   if (name == "batch" || name == "slice") {
     auto b = args({name == "batch" ? "linecount" : "slices", "fill_with"});
-    int64_t n = int_arg(b[0], 0, name == "batch" ? "linecount" : "slices");
-    std::vector<Value> items = iterate(v);
-    std::vector<Value> out;
-    bool fill = b[1] && !b[1]->is_none();
-    if (name == "batch") {
-      std::vector<Value> tmp;
-      for (auto& item : items) {
-        if (static_cast<int64_t>(tmp.size()) == n) {
-          out.push_back(Value::list(std::move(tmp)));
-          tmp.clear();
-        }
-        tmp.push_back(item);
-      }
-      if (!tmp.empty()) {
-        if (fill)
-          while (static_cast<int64_t>(tmp.size()) < n) tmp.push_back(*b[1]);
-        out.push_back(Value::list(std::move(tmp)));
-      }
-    } else {
-      if (n <= 0) type_error("ZeroDivisionError: integer division or modulo by zero");
-      if (n > static_cast<int64_t>(in.limits().max_items))
-        fail(ErrorKind::Limit, "too many slices");
-      auto len = static_cast<int64_t>(items.size());
-      int64_t per = len / n, extra = len % n, offset = 0;
-      for (int64_t k = 0; k < n; ++k) {
-        int64_t start = offset + k * per;
-        if (k < extra) ++offset;
-        int64_t end = offset + (k + 1) * per;
-        std::vector<Value> tmp(items.begin() + start, items.begin() + end);
-        if (fill && k >= extra) tmp.push_back(*b[1]);
-        out.push_back(Value::list(std::move(tmp)));
-      }
-    }
-    return gen(in, std::move(out));
+    Interp* ip = &in;
+    return lazy(in, [ip, b, v, name]() { return batch_or_slice(*ip, v, b, name == "batch"); });
   }
   if (name == "groupby") {
     auto b = args({"attribute", "default", "case_sensitive"});

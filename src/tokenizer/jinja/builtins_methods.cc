@@ -200,6 +200,7 @@ std::string percent_format(Interp& in, const std::string& fmt, const Value& args
       continue;
     }
     if (i >= fmt.size()) type_error("ValueError: incomplete format");
+    const size_t spec_start = i;
     Value v;
     bool have_v = false;
     if (fmt[i] == '(') {
@@ -238,6 +239,8 @@ std::string percent_format(Interp& in, const std::string& fmt, const Value& args
     if (i >= fmt.size()) type_error("ValueError: incomplete format");
     char conv = fmt[i++];
     if (conv == '%') {
+      // Only a bare "%%" is a literal percent sign.
+      if (i - 1 != spec_start) type_error("ValueError: unsupported format character '%'");
       out += '%';
       continue;
     }
@@ -260,6 +263,7 @@ std::string percent_format(Interp& in, const std::string& fmt, const Value& args
         if (!v.is_number())
           type_error("%" + std::string(1, conv) + " format: a real number is required, not " +
                      type_name(v));
+        const int64_t spec_width = width;
         std::string spec = "%" + flags + (width > 0 ? std::to_string(width) : "");
         if (width < 0) spec = "%-" + flags + std::to_string(-width);
         width = 0;  // snprintf pads numeric conversions itself
@@ -268,14 +272,39 @@ std::string percent_format(Interp& in, const std::string& fmt, const Value& args
         if (std::string("diouxX").find(conv) != std::string::npos) {
           if ((conv == 'o' || conv == 'x' || conv == 'X') && v.kind() == Kind::Float)
             type_error("%" + std::string(1, conv) + " format: an integer is required, not float");
+          // Integers by hand: Python prints negative octal/hex with a sign and '#' as 0o/0x.
           int64_t n = v.kind() == Kind::Float ? static_cast<int64_t>(v.as_double()) : v.as_int();
-          spec += std::string("ll") + (conv == 'i' || conv == 'u' ? 'd' : conv);
-          std::snprintf(buf, sizeof buf, spec.c_str(), static_cast<long long>(n));
+          bool neg = n < 0;
+          auto mag = neg ? static_cast<unsigned long long>(0) - static_cast<unsigned long long>(n)
+                         : static_cast<unsigned long long>(n);
+          const char* fmt_digits = conv == 'o'   ? "%llo"
+                                   : conv == 'x' ? "%llx"
+                                   : conv == 'X' ? "%llX"
+                                                 : "%llu";
+          std::snprintf(buf, sizeof buf, fmt_digits, mag);
+          std::string digits = buf;
+          if (prec > static_cast<int64_t>(digits.size()))
+            digits.insert(0, static_cast<size_t>(prec - static_cast<int64_t>(digits.size())), '0');
+          std::string sign = neg                                    ? "-"
+                             : flags.find('+') != std::string::npos ? "+"
+                             : flags.find(' ') != std::string::npos ? " "
+                                                                    : "";
+          std::string prefix;
+          if (flags.find('#') != std::string::npos)
+            prefix = conv == 'o' ? "0o" : conv == 'x' ? "0x" : conv == 'X' ? "0X" : "";
+          int64_t w = spec_width;
+          bool left = flags.find('-') != std::string::npos || w < 0;
+          if (w < 0) w = -w;
+          auto used = static_cast<int64_t>(sign.size() + prefix.size() + digits.size());
+          if (!left && flags.find('0') != std::string::npos && w > used)
+            digits.insert(0, static_cast<size_t>(w - used), '0');
+          piece = sign + prefix + digits;
+          width = left ? -w : w;
         } else {
           spec += conv;
           std::snprintf(buf, sizeof buf, spec.c_str(), v.as_double());
+          piece = buf;
         }
-        piece = buf;
       }
     } else {
       type_error(std::string("ValueError: unsupported format character '") + conv + "'");
@@ -290,7 +319,11 @@ std::string percent_format(Interp& in, const std::string& fmt, const Value& args
     out += piece;
     in.check_string_size(out.size());
   }
-  if (!used_mapping && mapping == nullptr && next < pos.size())
+  // CPython treats any non-tuple, non-str argument with __getitem__ as a mapping here.
+  bool mapping_like = args.is_undefined() || args.is_dict() ||
+                      (args.is_list() && args.list_obj().kind != SeqKind::Generator &&
+                       args.list_obj().kind != SeqKind::Tuple);
+  if (!used_mapping && !mapping_like && next < pos.size())
     type_error("not all arguments converted during string formatting");
   return out;
 }
@@ -386,6 +419,7 @@ Value string_method(Interp& in, const std::string& s, const std::string& name, C
   }
   if (name == "center" || name == "ljust" || name == "rjust" || name == "zfill") {
     auto b = name == "zfill" ? args({"width"}) : args({"width", "fillchar"});
+    if (!b[0]) type_error("str." + name + "() takes at least 1 argument (0 given)");
     int64_t width = std::min<int64_t>(opt_int(b[0], 0), 1 << 24);
     std::string fill = name == "zfill"        ? "0"
                        : b.size() > 1 && b[1] ? req_str(b[1], name.c_str())

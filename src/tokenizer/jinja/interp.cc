@@ -49,6 +49,24 @@ bool references(const std::vector<StmtPtr>& body, const std::string& name) {
   return false;
 }
 
+// Literals that jinja2's optimizer folds at compile time; a folded subscript goes through the
+// sandbox's getitem, where errors become undefined instead of raising.
+bool is_literal(const Expr* e) {
+  if (e == nullptr) return true;
+  switch (e->kind) {
+    case ExprKind::Const:
+      return true;
+    case ExprKind::List:
+    case ExprKind::Tuple:
+    case ExprKind::Dict:
+      for (const auto& a : e->args)
+        if (!is_literal(a.get())) return false;
+      return true;
+    default:
+      return false;
+  }
+}
+
 FramePtr child(const FramePtr& parent) {
   auto f = std::make_shared<Frame>();
   f->parent = parent;
@@ -267,7 +285,7 @@ Value Interp::make_macro(const Stmt& s, const FramePtr& f, bool is_caller) {
   bool wants_kwargs = references(s.body, "kwargs");
   bool wants_caller = !is_caller && references(s.body, "caller");
   std::string name = is_caller ? "caller" : s.text;
-  return Value::func(name, [=](Interp& in, CallArgs& a) -> Value {
+  Value macro = Value::func(name, [=](Interp& in, CallArgs& a) -> Value {
     FramePtr parent = scope.lock();
     if (!parent) type_error("macro '" + name + "' called after its defining scope ended");
     auto frame = child(parent);
@@ -325,6 +343,8 @@ Value Interp::make_macro(const Stmt& s, const FramePtr& f, bool is_caller) {
       type_error("'break' or 'continue' outside a loop");
     return Value::string(std::move(out));
   });
+  macro.func_obj().is_macro = true;
+  return macro;
 }
 
 // ---------------------------------------------------------------- expressions
@@ -383,22 +403,34 @@ Value Interp::eval(const Expr& e, const FramePtr& f) {
       Value obj = eval(*e.target, f);
       const Expr& k = *e.args[0];
       if (k.kind == ExprKind::Slice) {
+        // jinja2 compiles slices to a plain Python subscript (no sandbox getitem fallback), so
+        // every failure is an error rather than an undefined value.
         py::SliceSpec spec;
         std::optional<int64_t>* parts[3] = {&spec.start, &spec.stop, &spec.step};
-        bool bad = false;
+        std::vector<Value> bounds;
         for (int i = 0; i < 3; ++i) {
           if (!k.args[static_cast<size_t>(i)]) continue;
           Value v = eval(*k.args[static_cast<size_t>(i)], f);
           if (v.is_none()) continue;
-          if (!v.is_integral()) {
-            bad = true;  // TypeError inside obj[...]: jinja2 returns undefined
-            continue;
-          }
-          *parts[i] = v.as_int();
+          bounds.push_back(v);
+          if (v.is_integral()) *parts[i] = v.as_int();
         }
         line_ = e.line;
         require_defined(obj);
-        if (bad) return Value::undefined("slice indices must be integers or None");
+        bool seq = obj.is_string() || (obj.is_list() && (obj.list_obj().kind == SeqKind::List ||
+                                                         obj.list_obj().kind == SeqKind::Tuple));
+        bool folded = is_literal(e.target.get()) && is_literal(k.args[0].get()) &&
+                      is_literal(k.args[1].get()) && is_literal(k.args[2].get());
+        bool bad_bounds = false;
+        for (const auto& b : bounds) bad_bounds = bad_bounds || !b.is_integral();
+        if (folded && (!seq || bad_bounds))
+          return Value::undefined("'" + type_name(obj) + "' object cannot be sliced");
+        if (!seq) type_error("'" + type_name(obj) + "' object is not subscriptable");
+        for (const auto& b : bounds) {
+          require_defined(b);
+          if (!b.is_integral())
+            type_error("slice indices must be integers or None or have an __index__ method");
+        }
         if (obj.is_string()) {
           std::u32string cs = py::decode(obj.str());
           std::u32string out;
@@ -406,22 +438,22 @@ Value Interp::eval(const Expr& e, const FramePtr& f) {
             out.push_back(cs[static_cast<size_t>(i)]);
           return Value::string(py::encode(out));
         }
-        if (obj.is_list() &&
-            (obj.list_obj().kind == SeqKind::List || obj.list_obj().kind == SeqKind::Tuple)) {
-          const auto& items = obj.list_obj().items;
-          std::vector<Value> out;
-          for (int64_t i : py::slice_indices(spec, static_cast<int64_t>(items.size())))
-            out.push_back(items[static_cast<size_t>(i)]);
-          return Value::list(std::move(out), obj.list_obj().kind);
-        }
-        return Value::undefined("'" + type_name(obj) + "' object is not subscriptable");
+        const auto& items = obj.list_obj().items;
+        std::vector<Value> out;
+        for (int64_t i : py::slice_indices(spec, static_cast<int64_t>(items.size())))
+          out.push_back(items[static_cast<size_t>(i)]);
+        return Value::list(std::move(out), obj.list_obj().kind);
       }
       Value key = eval(k, f);
       line_ = e.line;
       return getitem(obj, key);
     }
     case ExprKind::Slice:
-      type_error("slice outside a subscript");
+      // A slice inside a tuple subscript (x[a:b, c]): Python's getitem fails on such a key, which
+      // the sandbox turns into undefined. Evaluate the bounds for their errors only.
+      for (const auto& a : e.args)
+        if (a) eval(*a, f);
+      return Value::undefined("slice objects are not valid keys");
     case ExprKind::Tuple:
     case ExprKind::List: {
       std::vector<Value> items;

@@ -808,7 +808,9 @@ class Parser {
 std::vector<StmtPtr> parse_template(std::string_view source) {
   if (!py::valid_utf8(source))
     throw TemplateError(ErrorKind::Syntax, 1, "template is not valid UTF-8");
-  return Parser(tokenize(source)).parse();
+  std::vector<StmtPtr> body = Parser(tokenize(source)).parse();
+  check_filter_and_test_names(body);
+  return body;
 }
 
 }  // namespace ringlm::jinja

@@ -9,6 +9,10 @@
 
 namespace ringlm::jinja {
 
+List::~List() = default;
+Dict::~Dict() = default;
+LoopObj::~LoopObj() = default;
+
 const Value* Dict::find(const std::string& key) const {
   auto it = str_index.find(key);
   return it == str_index.end() ? nullptr : &items[it->second].second;
@@ -106,6 +110,14 @@ Value Value::object(Kind kind, std::shared_ptr<Object> o) {
   v.kind_ = kind;
   v.o_ = std::move(o);
   return v;
+}
+
+void materialize(List& l) {
+  if (!l.producer) return;
+  auto produce = std::move(l.producer);
+  l.producer = nullptr;
+  l.items = produce();
+  l.depth = make_depth(l.items);
 }
 
 uint32_t depth_of(const Value& v) {
@@ -314,6 +326,7 @@ std::string repr(const Value& v) {
       return out;
     }
     case Kind::Func:
+      if (v.func_obj().is_macro) return "<Macro '" + v.func_obj().name + "'>";
       return "<function " + v.func_obj().name + ">";
     case Kind::Namespace: {
       std::string out = "<Namespace ";
@@ -460,6 +473,7 @@ std::vector<Value> iterate(const Value& v) {
     }
     case Kind::List: {
       List& l = v.list_obj();
+      materialize(l);
       if (l.kind == SeqKind::Generator) {
         std::vector<Value> rest(l.items.begin() + static_cast<std::ptrdiff_t>(l.cursor),
                                 l.items.end());
@@ -491,6 +505,7 @@ bool contains(const Value& container, const Value& item) {
       return container.dict_obj().find(item) != nullptr;
     case Kind::List: {
       List& l = container.list_obj();
+      materialize(l);
       if (l.kind == SeqKind::Generator) {
         // Consumes up to and including the match, like Python.
         while (l.cursor < l.items.size())

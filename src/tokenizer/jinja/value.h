@@ -45,13 +45,22 @@ struct Object {
 
 constexpr uint32_t kMaxValueDepth = 200;
 
+// Destructors are out of line: Value is incomplete here and the vtable needs them.
 struct List : Object {
+  ~List() override;
   std::vector<Value> items;
   SeqKind kind = SeqKind::List;
   size_t cursor = 0;  // generators: items before the cursor were consumed
+  // Generators from jinja2's generator filters run lazily: errors surface only when consumed.
+  std::function<std::vector<Value>()> producer;
 };
+// Runs a lazy generator's producer once (no-op otherwise).
+void materialize(List& l);
 
 struct Dict : Object {
+  Dict() = default;
+  Dict(const Dict&) = default;
+  ~Dict() override;
   std::vector<std::pair<Value, Value>> items;
   std::unordered_map<std::string, size_t> str_index;  // positions of string keys
 
@@ -69,6 +78,7 @@ using NativeFn = std::function<Value(Interp&, CallArgs&)>;
 struct Func : Object {
   std::string name;
   NativeFn fn;
+  bool is_macro = false;  // printed as <Macro 'name'>
 };
 
 struct Namespace : Object {
@@ -76,6 +86,7 @@ struct Namespace : Object {
 };
 
 struct LoopObj : Object {
+  ~LoopObj() override;
   int64_t index0 = 0;
   int64_t length = 0;
   int64_t depth0 = 0;
