@@ -10,7 +10,8 @@ namespace ringlm::cli {
 
 int run_generate(int argc, char** argv) {
   Args args(argc, argv,
-            {"model", "prompt-tokens", "max-tokens", "threads", "kv-memory", "max-step-tokens"});
+            {"model", "prompt-tokens", "max-tokens", "threads", "kv-memory", "max-step-tokens",
+             "kv-format", "max-kv-size", "kv-keep"});
   apply_threads(args);
   auto model = models::load_model(args.required("model"));
   // Several prompts are separated by ';' ("1,2,3;4,5") and run as one continuously batched job.
