@@ -335,6 +335,12 @@ TEST(PagedKvCache, RollbackWithinTheLookahead) {
   EXPECT_EQ(cache.block_table(a, 1), before);
   cache.rollback(a, 4);  // within the lookahead: fine
   EXPECT_EQ(cache.length(a), 40);
+  // A rollback over several appends: four single tokens, then all four go.
+  for (int i = 0; i < 4; ++i) append_and_write(cache, a, 1, 3);
+  cache.rollback(a, 4);
+  append_and_write(cache, a, 1);
+  salt[40] = 0;
+  expect_values(cache, a, salt);
   cache.release(a);
   EXPECT_EQ(cache.used_blocks(), 0);
 }
