@@ -292,6 +292,66 @@ TEST_P(KvSchedule, SavedAndLoadedRowContinuesLikeTheStraightRun) {
   std::remove(path.c_str());
 }
 
+// 50x the window of decode steps: sliding groups hold at most ceil((W + lookahead) / block) + 1
+// blocks (+ the sink blocks) per sequence after every step, the logits are bit-exactly those of
+// a run that keeps every block, and the pools end empty.
+TEST(KvLongRun, SlidingBlocksStayBoundedAt50xTheWindow) {
+  for (const auto& [fixture, bounded] : std::vector<std::tuple<std::string, bool>>{
+           {"mistral_sw", false}, {"gemma3", false}, {"llama3", true}}) {
+    SCOPED_TRACE(fixture);
+    const testing::Golden golden = testing::load_golden(fixture);
+    auto model = models::load_model(testing::fixture_model_dir(fixture));
+    const engine::RunnerConfig rc = runner_config(bounded, 2);
+    const size_t n = 50 * 16;
+    const auto tokens = tokens_for(golden.prompt, n, 5);
+    kv::KvCacheConfig kept_config = engine::kv_cache_config(*model, rc);
+    kept_config.keep_all_blocks = true;
+    kv::PagedKvCache kept(kept_config);
+    Arena arena(model->activation_bytes(rc.max_step_tokens, rc.max_step_tokens));
+    std::vector<float> kept_logits(static_cast<size_t>(rc.max_step_tokens * model->vocab_size()));
+    engine::Runner runner(*model, rc);
+    auto& cache = runner.cache();
+    const auto s = cache.add_sequence(), k = kept.add_sequence();
+    ASSERT_TRUE(cache.reserve(s, static_cast<int64_t>(n)));
+    size_t done = 0;
+    int64_t sliding_groups = 0;
+    while (done < n) {
+      const size_t c = done == 0 ? 20 : 1;
+      const std::vector<int32_t> part(tokens.begin() + static_cast<int64_t>(done),
+                                      tokens.begin() + static_cast<int64_t>(done + c));
+      ASSERT_TRUE(cache.append(s, static_cast<int64_t>(c)));
+      ASSERT_TRUE(kept.append(k, static_cast<int64_t>(c)));
+      Tensor logits = run_step(runner, {{s, part, static_cast<int64_t>(done), true, true}});
+      kv::StepPlan plan({{k, part, static_cast<int64_t>(done), true, true}}, kept);
+      Tensor want(kept_logits.data(), DType::F32, {static_cast<int64_t>(c), model->vocab_size()});
+      model->forward(plan, kept, arena, want);
+      ASSERT_EQ(std::memcmp(logits.data, want.data, want.nbytes()), 0) << "position " << done;
+      done += c;
+      sliding_groups = 0;
+      for (int g = 0; g < cache.num_groups(); ++g) {
+        const kv::LayerGroup& grp = cache.group(g);
+        if (grp.kind != kv::GroupKind::Sliding) continue;
+        ++sliding_groups;
+        const int64_t bt = cache.block_tokens();
+        const int64_t bound =
+            (grp.window + rc.lookahead + bt - 1) / bt + 1 + (grp.sink_tokens + bt - 1) / bt;
+        int64_t held = 0;
+        for (int32_t b : cache.block_table(s, g)) held += b != 0;
+        if (c == 1) {
+          ASSERT_LE(held, bound) << "group " << g << " position " << done;
+          ASSERT_EQ(cache.used_blocks(g), held);  // the only sequence: all of the pool's use
+          ASSERT_EQ(kept.used_blocks(g), (static_cast<int64_t>(done) + bt - 1) / bt);
+        }
+      }
+    }
+    EXPECT_GT(sliding_groups, 0);
+    cache.release(s);
+    kept.release(k);
+    EXPECT_EQ(cache.used_blocks(), 0);
+    EXPECT_EQ(kept.used_blocks(), 0);
+  }
+}
+
 std::vector<std::tuple<std::string, bool>> cases() {
   std::vector<std::tuple<std::string, bool>> out;
   for (const auto& f : testing::all_fixtures()) {
