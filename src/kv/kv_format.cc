@@ -31,6 +31,7 @@ std::string KvFormat::name() const {
 size_t KvFormat::bytes_per_token(int kv_heads, int head_dim) const {
   const auto values = static_cast<size_t>(kv_heads) * static_cast<size_t>(head_dim);
   if (encoding == KvEncoding::Dense) return values * dtype_size(dtype);
+  if (group_size <= 0) return 0;  // not a valid affine format (check_supported says so)
   const size_t groups = values / static_cast<size_t>(group_size);
   return values * static_cast<size_t>(bits) / 8 + 2 * groups * dtype_size(dtype);
 }

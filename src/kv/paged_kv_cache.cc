@@ -248,19 +248,20 @@ bool PagedKvCache::reserve(SequenceId seq, int64_t total_tokens) {
   return true;
 }
 
-int64_t PagedKvCache::tokens_available(SequenceId seq) const {
+int64_t PagedKvCache::tokens_available(SequenceId seq, int g) const {
   const Sequence& s = seq_ref(seq);
-  const int64_t base = std::max(s.reserved, s.length);
+  if (table_group(g) != g) return kUnlimitedTokens;  // a shared group holds nothing
+  // The most blocks this sequence could hold: what it keeps, what it was promised, and what is
+  // free beyond everyone's promises.
+  const int64_t blocks =
+      kept_blocks(s, g) + outstanding(s, g, s.reserved) + free_blocks(g) - outstanding_total(g);
+  if (blocks >= cap_blocks(g)) return kUnlimitedTokens;  // a sliding group at its cap
+  return std::max<int64_t>(0, blocks * config_.block_tokens - std::max(s.reserved, s.length));
+}
+
+int64_t PagedKvCache::tokens_available(SequenceId seq) const {
   int64_t best = kUnlimitedTokens;
-  for (int g = 0; g < num_groups(); ++g) {
-    if (!is_storage(g)) continue;
-    // The most blocks this sequence could hold: what it keeps, what it was promised, and what is
-    // free beyond everyone's promises.
-    const int64_t blocks =
-        kept_blocks(s, g) + outstanding(s, g, s.reserved) + free_blocks(g) - outstanding_total(g);
-    if (blocks >= cap_blocks(g)) continue;  // a sliding group at its cap never needs more
-    best = std::min(best, std::max<int64_t>(0, blocks * config_.block_tokens - base));
-  }
+  for (int g = 0; g < num_groups(); ++g) best = std::min(best, tokens_available(seq, g));
   return best;
 }
 

@@ -102,6 +102,9 @@ class PagedKvCache {
   // How many tokens beyond its reservation the sequence could still be promised now (the
   // minimum over groups; kUnlimitedTokens when every group is a sliding group at its cap).
   int64_t tokens_available(SequenceId seq) const;
+  // The same for one group (kUnlimitedTokens for a sliding group that can reach its cap and for
+  // shared groups, which hold nothing).
+  int64_t tokens_available(SequenceId seq, int g) const;
   // Makes room for the next n tokens (positions [length, length + n)) and sets length += n:
   // releases sliding blocks no future query can see, copies a shared partial last block, and
   // allocates. false (length unchanged) if the pools lack blocks beyond the promises.
@@ -111,7 +114,9 @@ class PagedKvCache {
   // the lookahead).
   void rollback(SequenceId seq, int64_t k);
   // A new sequence with the same tokens, sharing every block by reference count; the partial
-  // last block is copied when either sequence writes into it.
+  // last block is copied when either sequence writes into it. The fork is promised nothing beyond
+  // its length; sharing can make the parent's promise need a block more (the copy), so after a
+  // fork (or a rollback into a shared block) append may return false on an exhausted pool.
   SequenceId fork(SequenceId seq);
   // Drops the sequence; blocks whose last reference goes return to their pool's free list.
   void release(SequenceId seq);

@@ -209,7 +209,9 @@ TEST(PagedKvCache, ReservationsAndTokensAvailable) {
   EXPECT_EQ(cache.peak_blocks(0, 9), 3);
   const auto a = cache.add_sequence();
   EXPECT_EQ(cache.tokens_available(a), 40);  // the full group's 10 blocks
-  ASSERT_TRUE(cache.reserve(a, 24));         // 6 full blocks, 5 sliding blocks promised
+  EXPECT_EQ(cache.tokens_available(a, 0), 40);
+  EXPECT_EQ(cache.tokens_available(a, 1), kUnlimitedTokens);  // 10 free >= the cap of 5
+  ASSERT_TRUE(cache.reserve(a, 24));  // 6 full blocks, 5 sliding blocks promised
   EXPECT_EQ(cache.tokens_available(a), 16);
   const auto b = cache.add_sequence();
   EXPECT_EQ(cache.tokens_available(b), 16);
