@@ -16,7 +16,7 @@ namespace ringlm::cli {
 int run_bench(int argc, char** argv) {
   Args args(argc, argv,
             {"model", "prompt-len", "gen", "batch", "threads", "kv-memory", "max-step-tokens",
-             "repeat", "json"},
+             "kv-format", "max-kv-size", "kv-keep", "repeat", "json"},
             {"json"});
   apply_threads(args);
   auto model = models::load_model(args.required("model"));

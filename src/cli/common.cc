@@ -17,6 +17,15 @@ engine::RunnerConfig runner_config(const Args& args) {
   config.kv_memory_bytes = static_cast<size_t>(mib) << 20;
   config.max_step_tokens = args.integer("max-step-tokens", config.max_step_tokens);
   RINGLM_USER_CHECK(config.max_step_tokens >= 1, "--max-step-tokens must be at least 1");
+  if (args.has("kv-format")) config.kv_format = kv::KvFormat::parse(args.str("kv-format"));
+  const int64_t max_kv = args.integer("max-kv-size", 0);
+  const int64_t keep = args.integer("kv-keep", config.kv_keep);
+  RINGLM_USER_CHECK(max_kv >= 0 && max_kv <= INT32_MAX, "--max-kv-size must be >= 0");
+  RINGLM_USER_CHECK(keep >= 0 && keep <= INT32_MAX, "--kv-keep must be >= 0");
+  RINGLM_USER_CHECK(max_kv == 0 || max_kv > keep, "--max-kv-size ", max_kv,
+                    " must exceed --kv-keep ", keep);
+  config.max_kv_size = static_cast<int>(max_kv);
+  config.kv_keep = static_cast<int>(keep);
   return config;
 }
 

@@ -29,7 +29,7 @@ double rate(int64_t count, double seconds) {
 int run_generate(int argc, char** argv) {
   Args args(argc, argv,
             {"model", "prompt", "prompt-tokens", "max-tokens", "threads", "kv-memory",
-             "max-step-tokens"});
+             "max-step-tokens", "kv-format", "max-kv-size", "kv-keep"});
   apply_threads(args);
   const std::string dir = args.required("model");
   RINGLM_USER_CHECK(args.has("prompt") != args.has("prompt-tokens"),

@@ -8,11 +8,22 @@
 
 namespace ringlm::engine {
 
+kv::KvCacheConfig kv_cache_config(const models::Model& model, const RunnerConfig& config) {
+  kv::KvCacheConfig kv;
+  kv.layers = model.kv_layers();
+  for (auto& layer : kv.layers) layer.format = config.kv_format;
+  if (config.max_kv_size > 0)
+    kv.layers = kv::apply_max_kv_size(std::move(kv.layers), config.max_kv_size, config.kv_keep);
+  kv.block_tokens = config.block_tokens;
+  kv.memory_bytes = config.kv_memory_bytes;
+  kv.max_sequences = config.max_sequences;
+  kv.max_step_tokens = config.max_step_tokens;
+  kv.lookahead = config.lookahead;
+  return kv;
+}
+
 Runner::Runner(models::Model& model, const RunnerConfig& config) : model_(model), config_(config) {
-  kv::KvCacheConfig shape = model.kv_shape();
-  shape.block_tokens = config.block_tokens;
-  shape.num_blocks = kv::PagedKvCache::blocks_for_budget(shape, config.kv_memory_bytes);
-  cache_ = std::make_unique<kv::PagedKvCache>(shape);
+  cache_ = std::make_unique<kv::PagedKvCache>(kv_cache_config(model, config));
   arena_ = std::make_unique<Arena>(
       model.activation_bytes(config.max_step_tokens, config.max_step_tokens));
   logits_.resize(static_cast<size_t>(config.max_step_tokens * model.vocab_size()));
@@ -54,16 +65,17 @@ GreedyResult generate_greedy(Runner& runner, const std::vector<std::vector<int32
   }
   std::vector<ActiveRow> active;
   while (!waiting.empty() || !active.empty()) {
-    // Admit prompts whose whole prompt + generation fits in the free blocks.
+    // Admit prompts whose whole prompt + generation the KV pools can promise (a sliding group
+    // promises only its window's blocks, however long the request).
     while (!waiting.empty() && static_cast<int>(active.size()) < options.max_rows) {
       const auto& prompt = prompts[waiting.front()];
       const int64_t need = static_cast<int64_t>(prompt.size()) + options.max_new_tokens;
       const kv::SequenceId seq = cache.add_sequence();
       if (!cache.reserve(seq, need)) {
+        const int64_t most = cache.tokens_available(seq);
         cache.release(seq);
         RINGLM_USER_CHECK(!active.empty(), "prompt ", waiting.front(), " needs ", need,
-                          " tokens of KV but the cache holds at most ",
-                          (cache.free_blocks()) * cache.config().block_tokens);
+                          " tokens of KV but the cache can hold at most ", most);
         break;
       }
       active.push_back({waiting.front(), seq, 0, 0, -1});
@@ -94,6 +106,10 @@ GreedyResult generate_greedy(Runner& runner, const std::vector<std::vector<int32
       has_prefill = true;
     }
     const auto start = std::chrono::steady_clock::now();
+    for (const auto& row : rows) {
+      RINGLM_CHECK(cache.append(row.seq, static_cast<int64_t>(row.tokens.size())),
+                   "KV append beyond the reservation of sequence ", row.seq);
+    }
     kv::StepPlan plan(rows, cache);
     Tensor logits = runner.step(plan);
     std::vector<int32_t> next(static_cast<size_t>(logits.size(0)));

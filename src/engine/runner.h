@@ -19,7 +19,18 @@ struct RunnerConfig {
   size_t kv_memory_bytes = size_t{512} << 20;
   int block_tokens = 16;
   int64_t max_step_tokens = 512;  // prefill chunk budget per step (all rows together)
+  kv::KvFormat kv_format = kv::KvFormat::dense(DType::F32);
+  int max_sequences = 16;  // rows the KV budget split plans for (sliding pools)
+  int lookahead = 0;       // tokens sliding groups keep beyond the window, for rollback
+  // > 0: every full-attention layer becomes sliding(max_kv_size - kv_keep) with kv_keep sink
+  // tokens (mlx-lm --max-kv-size, RotatingKVCache keep).
+  int max_kv_size = 0;
+  int kv_keep = 4;
 };
+
+// The KV cache configuration a runner builds for the model (layer specs with the format and
+// --max-kv-size applied, block size, budget).
+kv::KvCacheConfig kv_cache_config(const models::Model& model, const RunnerConfig& config);
 
 class Runner {
  public:

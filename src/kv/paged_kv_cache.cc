@@ -6,97 +6,384 @@
 namespace ringlm::kv {
 
 namespace {
-size_t block_bytes_one_tensor(const KvCacheConfig& c) {
-  return static_cast<size_t>(c.block_tokens) * static_cast<size_t>(c.kv_heads) *
-         static_cast<size_t>(c.head_dim) * dtype_size(c.dtype);
+int64_t ceil_div(int64_t a, int64_t b) {
+  return (a + b - 1) / b;
 }
 }  // namespace
 
-PagedKvCache::PagedKvCache(const KvCacheConfig& config) : config_(config) {
-  RINGLM_CHECK(config.num_layers > 0 && config.kv_heads > 0 && config.head_dim > 0 &&
-                   config.block_tokens > 0,
-               "bad KV cache shape");
-  RINGLM_USER_CHECK(config.num_blocks >= 2, "KV cache budget too small: ", config.num_blocks,
-                    " blocks (need at least 2)");
-  const size_t total = bytes_per_block() * static_cast<size_t>(config.num_blocks);
-  // Left untouched: pages are committed only as blocks get written, so a large budget costs no
-  // memory until it is used.
-  storage_.reset(new std::byte[total]);
-  // Hand out low block ids first: free_ is a stack, so push them in reverse.
-  for (int64_t b = config.num_blocks - 1; b >= 1; --b) free_.push_back(static_cast<int32_t>(b));
+PagedKvCache::PagedKvCache(const KvCacheConfig& config)
+    : config_(config), layout_(make_layout(config.layers)) {
+  RINGLM_USER_CHECK(config.block_tokens > 0, "KV block_tokens ", config.block_tokens,
+                    " is not positive");
+  RINGLM_USER_CHECK(config.lookahead >= 0, "KV lookahead ", config.lookahead, " is negative");
+  RINGLM_USER_CHECK(config.max_step_tokens > 0, "KV max_step_tokens ", config.max_step_tokens,
+                    " is not positive");
+  RINGLM_USER_CHECK(config.max_sequences > 0, "KV max_sequences ", config.max_sequences,
+                    " is not positive");
+  storage_.resize(layout_.groups.size());
+  split_budget();
 }
 
 PagedKvCache::~PagedKvCache() = default;
 
-size_t PagedKvCache::bytes_per_block() const {
-  return 2 * block_bytes_one_tensor(config_) * static_cast<size_t>(config_.num_layers);
+// ---- Pools ----
+
+size_t PagedKvCache::bytes_per_block(int g) const {
+  const LayerGroup& grp = group(g);
+  if (!is_storage(g)) return 0;
+  return 2 * grp.layers.size() * static_cast<size_t>(config_.block_tokens) *
+         grp.format.bytes_per_token(grp.kv_heads, grp.head_dim);
 }
 
-int64_t PagedKvCache::blocks_for_budget(const KvCacheConfig& shape, size_t budget_bytes) {
-  const size_t per_block =
-      2 * block_bytes_one_tensor(shape) * static_cast<size_t>(shape.num_layers);
-  return static_cast<int64_t>(budget_bytes / per_block);
+int64_t PagedKvCache::cap_blocks(int g) const {
+  const LayerGroup& grp = group(table_group(g));
+  if (grp.kind != GroupKind::Sliding || config_.keep_all_blocks) return kUnlimitedTokens;
+  const int64_t bt = config_.block_tokens;
+  // During a step the sequence holds [L - lookahead - W + 1, L + n) rounded out to whole blocks
+  // (see first_needed_block), plus the blocks of the sink tokens.
+  return ceil_div(grp.sink_tokens, bt) +
+         ceil_div(grp.window - 1 + config_.lookahead + config_.max_step_tokens, bt) + 1;
+}
+
+int64_t PagedKvCache::peak_blocks(int g, int64_t tokens) const {
+  return std::min(ceil_div(tokens, config_.block_tokens), cap_blocks(g));
+}
+
+void PagedKvCache::split_budget() {
+  const int G = num_groups();
+  std::vector<int64_t> blocks(static_cast<size_t>(G), 0);
+  if (!config_.group_blocks.empty()) {
+    RINGLM_USER_CHECK(static_cast<int>(config_.group_blocks.size()) == G, "KV group_blocks has ",
+                      config_.group_blocks.size(), " entries for ", G, " layer groups");
+    blocks = config_.group_blocks;
+  } else {
+    // Sliding pools: room for max_sequences sequences at their cap. Full pools: the rest, the same
+    // block count for each (full groups grow in step). Sliding pools take at most half the budget
+    // when full pools exist, and all of it (more sequences) when none do.
+    const auto budget = static_cast<double>(config_.memory_bytes);
+    double sliding_bytes = 0, full_bytes_per_block = 0;
+    for (int g = 0; g < G; ++g) {
+      if (!is_storage(g)) continue;
+      if (cap_blocks(g) == kUnlimitedTokens) {
+        full_bytes_per_block += static_cast<double>(bytes_per_block(g));
+      } else {
+        blocks[static_cast<size_t>(g)] = config_.max_sequences * cap_blocks(g) + 1;
+        sliding_bytes += static_cast<double>(blocks[static_cast<size_t>(g)] *
+                                             static_cast<int64_t>(bytes_per_block(g)));
+      }
+    }
+    const double sliding_budget = full_bytes_per_block > 0 ? budget / 2 : budget;
+    const double factor =
+        sliding_bytes > 0 && (sliding_bytes > sliding_budget || full_bytes_per_block == 0)
+            ? sliding_budget / sliding_bytes
+            : 1.0;
+    double used = 0;
+    for (int g = 0; g < G; ++g) {
+      auto& b = blocks[static_cast<size_t>(g)];
+      if (b == 0) continue;
+      b = static_cast<int64_t>(static_cast<double>(b) * factor);
+      used += static_cast<double>(b) * static_cast<double>(bytes_per_block(g));
+    }
+    if (full_bytes_per_block > 0) {
+      const auto full = static_cast<int64_t>((budget - used) / full_bytes_per_block);
+      for (int g = 0; g < G; ++g) {
+        if (is_storage(g) && cap_blocks(g) == kUnlimitedTokens)
+          blocks[static_cast<size_t>(g)] = full;
+      }
+    }
+  }
+  for (int g = 0; g < G; ++g) {
+    if (!is_storage(g)) continue;
+    const int64_t n = blocks[static_cast<size_t>(g)];
+    RINGLM_USER_CHECK(n >= 2, "KV memory budget of ", config_.memory_bytes >> 20,
+                      " MiB is too small: layer group ", g, " (", group_kind_name(group(g).kind),
+                      ", ", group(g).layers.size(), " layers) gets ", n, " blocks of ",
+                      bytes_per_block(g), " bytes, needs at least 2");
+    Storage& st = storage_[static_cast<size_t>(g)];
+    st.layer_tensor_bytes =
+        bytes_per_block(g) / (2 * group(g).layers.size()) * static_cast<size_t>(n);
+    // Left untouched: pages are committed only as blocks get written, so a large budget costs no
+    // memory until it is used.
+    st.memory.reset(new std::byte[st.layer_tensor_bytes * 2 * group(g).layers.size()]);
+    st.pool = std::make_unique<BlockPool>(n);
+  }
+}
+
+int64_t PagedKvCache::num_blocks(int g) const {
+  return is_storage(g) ? storage_[static_cast<size_t>(g)].pool->num_blocks() : 0;
+}
+int64_t PagedKvCache::free_blocks(int g) const {
+  return is_storage(g) ? storage_[static_cast<size_t>(g)].pool->free_blocks() : 0;
+}
+int64_t PagedKvCache::used_blocks(int g) const {
+  return is_storage(g) ? storage_[static_cast<size_t>(g)].pool->used_blocks() : 0;
+}
+int64_t PagedKvCache::used_blocks() const {
+  int64_t n = 0;
+  for (int g = 0; g < num_groups(); ++g) n += used_blocks(g);
+  return n;
+}
+const BlockPool& PagedKvCache::pool(int g) const {
+  RINGLM_CHECK(g >= 0 && g < num_groups() && is_storage(g), "group ", g, " has no pool");
+  return *storage_[static_cast<size_t>(g)].pool;
+}
+
+int PagedKvCache::table_group(int g) const {
+  RINGLM_CHECK(g >= 0 && g < num_groups(), "layer group ", g, " out of range");
+  return is_storage(g) ? g : group(g).donor_group;
+}
+
+ops::KvLayerView PagedKvCache::layer_view(int layer) const {
+  RINGLM_CHECK(layer >= 0 && layer < layout_.num_layers(), "layer ", layer, " out of range");
+  const int g = table_group(layout_.group_of_layer[static_cast<size_t>(layer)]);
+  const LayerGroup& grp = group(g);
+  const Storage& st = storage_[static_cast<size_t>(g)];
+  const auto slot = static_cast<size_t>(layout_.slot_of_layer[static_cast<size_t>(layer)]);
+  std::byte* base = st.memory.get() + 2 * st.layer_tensor_bytes * slot;
+  const int64_t n = st.pool->num_blocks();
+  ops::KvLayerView view;
+  view.k = Tensor(base, grp.format.dtype, {n, config_.block_tokens, grp.kv_heads, grp.head_dim});
+  view.v = Tensor(base + st.layer_tensor_bytes, grp.format.dtype,
+                  {n, config_.block_tokens, grp.kv_heads, grp.head_dim});
+  return view;
+}
+
+void PagedKvCache::copy_block(int g, int32_t from, int32_t to) {
+  const Storage& st = storage_[static_cast<size_t>(g)];
+  const size_t block = bytes_per_block(g) / (2 * group(g).layers.size());
+  for (size_t t = 0; t < 2 * group(g).layers.size(); ++t) {
+    std::byte* tensor = st.memory.get() + t * st.layer_tensor_bytes;
+    std::memcpy(tensor + static_cast<size_t>(to) * block,
+                tensor + static_cast<size_t>(from) * block, block);
+  }
+}
+
+// ---- Sequences ----
+
+PagedKvCache::Sequence& PagedKvCache::seq_ref(SequenceId seq) {
+  auto it = seqs_.find(seq);
+  RINGLM_CHECK(it != seqs_.end(), "unknown KV sequence ", seq);
+  return it->second;
+}
+const PagedKvCache::Sequence& PagedKvCache::seq_ref(SequenceId seq) const {
+  auto it = seqs_.find(seq);
+  RINGLM_CHECK(it != seqs_.end(), "unknown KV sequence ", seq);
+  return it->second;
 }
 
 SequenceId PagedKvCache::add_sequence() {
   const SequenceId id = next_id_++;
-  tables_[id];
+  seqs_[id].tables.resize(layout_.groups.size());
   return id;
 }
 
-bool PagedKvCache::reserve(SequenceId seq, int64_t total_tokens) {
-  auto it = tables_.find(seq);
-  RINGLM_CHECK(it != tables_.end(), "unknown sequence ", seq);
-  auto& table = it->second;
-  const int64_t need = (total_tokens + config_.block_tokens - 1) / config_.block_tokens;
-  const int64_t more = need - static_cast<int64_t>(table.size());
-  if (more <= 0) return true;
-  if (more > free_blocks()) return false;
-  for (int64_t i = 0; i < more; ++i) {
-    table.push_back(free_.back());
-    free_.pop_back();
-  }
-  return true;
+std::vector<SequenceId> PagedKvCache::sequences() const {
+  std::vector<SequenceId> ids;
+  for (const auto& [id, s] : seqs_) ids.push_back(id);
+  std::sort(ids.begin(), ids.end());
+  return ids;
 }
 
-void PagedKvCache::release(SequenceId seq) {
-  auto it = tables_.find(seq);
-  if (it == tables_.end()) return;
-  // Released blocks go back in reverse so the most recently used is reused last.
-  for (auto b = it->second.rbegin(); b != it->second.rend(); ++b) free_.push_back(*b);
-  tables_.erase(it);
+int64_t PagedKvCache::length(SequenceId seq) const {
+  return seq_ref(seq).length;
+}
+int64_t PagedKvCache::reserved_tokens(SequenceId seq) const {
+  return seq_ref(seq).reserved;
 }
 
-const std::vector<int32_t>& PagedKvCache::block_table(SequenceId seq) const {
-  auto it = tables_.find(seq);
-  RINGLM_CHECK(it != tables_.end(), "unknown sequence ", seq);
-  return it->second;
+const std::vector<int32_t>& PagedKvCache::block_table(SequenceId seq, int g) const {
+  return seq_ref(seq).tables[static_cast<size_t>(table_group(g))];
 }
 
-int32_t PagedKvCache::slot(SequenceId seq, int64_t pos) const {
-  const auto& table = block_table(seq);
-  const int64_t block = pos / config_.block_tokens;
-  RINGLM_CHECK(block < static_cast<int64_t>(table.size()), "position ", pos,
-               " beyond the reserved blocks of sequence ", seq);
-  return static_cast<int32_t>(table[static_cast<size_t>(block)] * config_.block_tokens +
+int32_t PagedKvCache::slot(SequenceId seq, int g, int64_t pos) const {
+  const auto& table = block_table(seq, g);
+  const int64_t b = pos / config_.block_tokens;
+  RINGLM_CHECK(
+      pos >= 0 && b < static_cast<int64_t>(table.size()) && table[static_cast<size_t>(b)] != 0,
+      "position ", pos, " of sequence ", seq, " has no block in layer group ", g);
+  return static_cast<int32_t>(table[static_cast<size_t>(b)] * config_.block_tokens +
                               pos % config_.block_tokens);
 }
 
-int64_t PagedKvCache::tokens_available(SequenceId seq) const {
-  const auto& table = block_table(seq);
-  return (static_cast<int64_t>(table.size()) + free_blocks()) * config_.block_tokens;
+// Blocks the sequence holds that it will keep while it grows: in a full group every complete
+// block (never written again) and an unshared partial one; in a sliding group only unshared ones
+// (shared blocks slide out and are replaced by new ones).
+int64_t PagedKvCache::kept_blocks(const Sequence& s, int g) const {
+  const auto& table = s.tables[static_cast<size_t>(g)];
+  const BlockPool& p = *storage_[static_cast<size_t>(g)].pool;
+  if (cap_blocks(g) == kUnlimitedTokens) {
+    const int64_t complete = s.length / config_.block_tokens;
+    int64_t kept = 0;
+    for (int64_t b = 0; b < complete; ++b) kept += table[static_cast<size_t>(b)] != 0;
+    if (s.length % config_.block_tokens != 0 &&
+        p.refcount(table[static_cast<size_t>(complete)]) == 1)
+      ++kept;
+    return kept;
+  }
+  int64_t kept = 0;
+  for (int32_t b : table) kept += b != 0 && p.refcount(b) == 1;
+  return kept;
 }
 
-ops::KvLayerView PagedKvCache::layer_view(int layer) const {
-  RINGLM_CHECK(layer >= 0 && layer < config_.num_layers, "layer ", layer, " out of range");
-  const size_t one = block_bytes_one_tensor(config_) * static_cast<size_t>(config_.num_blocks);
-  std::byte* base = storage_.get() + 2 * one * static_cast<size_t>(layer);
-  ops::KvLayerView view;
-  view.k = Tensor(base, config_.dtype,
-                  {config_.num_blocks, config_.block_tokens, config_.kv_heads, config_.head_dim});
-  view.v = Tensor(base + one, config_.dtype,
-                  {config_.num_blocks, config_.block_tokens, config_.kv_heads, config_.head_dim});
-  return view;
+int64_t PagedKvCache::outstanding(const Sequence& s, int g, int64_t reserved) const {
+  return std::max<int64_t>(0, peak_blocks(g, reserved) - kept_blocks(s, g));
+}
+
+int64_t PagedKvCache::outstanding_total(int g) const {
+  int64_t total = 0;
+  for (const auto& [id, s] : seqs_) total += outstanding(s, g, s.reserved);
+  return total;
+}
+
+bool PagedKvCache::reserve(SequenceId seq, int64_t total_tokens) {
+  Sequence& s = seq_ref(seq);
+  RINGLM_USER_CHECK(total_tokens >= 0, "KV reserve of ", total_tokens, " tokens");
+  if (total_tokens <= s.reserved) return true;
+  for (int g = 0; g < num_groups(); ++g) {
+    if (!is_storage(g)) continue;
+    const int64_t more = outstanding(s, g, total_tokens) - outstanding(s, g, s.reserved);
+    if (more > free_blocks(g) - outstanding_total(g)) return false;
+  }
+  s.reserved = total_tokens;
+  return true;
+}
+
+int64_t PagedKvCache::tokens_available(SequenceId seq, int g) const {
+  const Sequence& s = seq_ref(seq);
+  if (table_group(g) != g) return kUnlimitedTokens;  // a shared group holds nothing
+  // The most blocks this sequence could hold: what it keeps, what it was promised, and what is
+  // free beyond everyone's promises.
+  const int64_t blocks =
+      kept_blocks(s, g) + outstanding(s, g, s.reserved) + free_blocks(g) - outstanding_total(g);
+  if (blocks >= cap_blocks(g)) return kUnlimitedTokens;  // a sliding group at its cap
+  return std::max<int64_t>(0, blocks * config_.block_tokens - std::max(s.reserved, s.length));
+}
+
+int64_t PagedKvCache::tokens_available(SequenceId seq) const {
+  int64_t best = kUnlimitedTokens;
+  for (int g = 0; g < num_groups(); ++g) best = std::min(best, tokens_available(seq, g));
+  return best;
+}
+
+int64_t PagedKvCache::first_needed_block(int g, int64_t length) const {
+  const LayerGroup& grp = group(g);
+  // The earliest query still to come sits at length - lookahead (after a rollback) and sees keys
+  // from length - lookahead - window + 1 on.
+  const int64_t low = length - config_.lookahead - grp.window + 1;
+  return low <= 0 ? 0 : low / config_.block_tokens;
+}
+
+void PagedKvCache::release_unneeded(Sequence& s, int g) {
+  auto& table = s.tables[static_cast<size_t>(g)];
+  const int64_t sink_blocks = ceil_div(group(g).sink_tokens, config_.block_tokens);
+  const int64_t end =
+      std::min<int64_t>(first_needed_block(g, s.length), static_cast<int64_t>(table.size()));
+  BlockPool& p = *storage_[static_cast<size_t>(g)].pool;
+  for (int64_t b = end; b-- > sink_blocks;) {
+    int32_t& id = table[static_cast<size_t>(b)];
+    if (id == 0) break;  // everything below was released earlier
+    p.decref(id);
+    id = 0;
+  }
+}
+
+void PagedKvCache::drop_table(std::vector<int32_t>& table, int g, size_t from) {
+  BlockPool& p = *storage_[static_cast<size_t>(g)].pool;
+  // Tail first: the tail is the least likely to be shared by a later prompt, so it is reused first.
+  for (size_t b = table.size(); b-- > from;) {
+    if (table[b] != 0) p.decref(table[b]);
+  }
+  table.resize(from);
+}
+
+bool PagedKvCache::append(SequenceId seq, int64_t n) {
+  Sequence& s = seq_ref(seq);
+  RINGLM_CHECK(n >= 0, "append of ", n, " tokens");
+  if (n == 0) return true;
+  const int64_t bt = config_.block_tokens;
+  const int64_t end = s.length + n;
+  std::vector<int64_t> need(layout_.groups.size(), 0);
+  for (int g = 0; g < num_groups(); ++g) {
+    if (!is_storage(g)) continue;
+    if (cap_blocks(g) != kUnlimitedTokens) release_unneeded(s, g);
+    const auto& table = s.tables[static_cast<size_t>(g)];
+    const BlockPool& p = *storage_[static_cast<size_t>(g)].pool;
+    const bool cow =
+        s.length % bt != 0 && p.refcount(table[static_cast<size_t>(s.length / bt)]) > 1;
+    const int64_t blocks = (cow ? 1 : 0) + ceil_div(end, bt) - static_cast<int64_t>(table.size());
+    const int64_t promised = outstanding(s, g, s.reserved);
+    const bool fits = blocks <= promised
+                          ? blocks <= p.free_blocks()
+                          : blocks <= p.free_blocks() - (outstanding_total(g) - promised);
+    if (!fits) return false;
+    need[static_cast<size_t>(g)] = blocks;
+  }
+  for (int g = 0; g < num_groups(); ++g) {
+    if (!is_storage(g) || need[static_cast<size_t>(g)] == 0) continue;
+    auto& table = s.tables[static_cast<size_t>(g)];
+    BlockPool& p = *storage_[static_cast<size_t>(g)].pool;
+    if (s.length % bt != 0) {
+      int32_t& last = table[static_cast<size_t>(s.length / bt)];
+      if (p.refcount(last) > 1) {  // copy-on-write of the shared partial block
+        const int32_t copy = p.allocate();
+        copy_block(g, last, copy);
+        p.decref(last);
+        last = copy;
+      }
+    }
+    while (static_cast<int64_t>(table.size()) < ceil_div(end, bt)) table.push_back(p.allocate());
+  }
+  s.length = end;
+  s.reserved = std::max(s.reserved, end);
+  return true;
+}
+
+void PagedKvCache::rollback(SequenceId seq, int64_t k) {
+  Sequence& s = seq_ref(seq);
+  RINGLM_USER_CHECK(k >= 0 && k <= s.length, "rollback of ", k, " tokens from a sequence of ",
+                    s.length);
+  const int64_t len = s.length - k, bt = config_.block_tokens;
+  // The next query (at position len) must still find every key it sees.
+  for (int g = 0; g < num_groups(); ++g) {
+    if (!is_storage(g) || len == 0) continue;
+    const LayerGroup& grp = group(g);
+    const auto& table = s.tables[static_cast<size_t>(g)];
+    const int64_t lo = grp.window > 0 ? std::max<int64_t>(0, len - grp.window + 1) : 0;
+    for (int64_t b = lo / bt; b <= (len - 1) / bt; ++b) {
+      RINGLM_USER_CHECK(table[static_cast<size_t>(b)] != 0, "rollback of ", k,
+                        " tokens: layer group ", g, " (sliding window ", grp.window,
+                        ") no longer holds position ", std::max(lo, b * bt),
+                        "; rollbacks are bounded by the lookahead (", config_.lookahead, ")");
+    }
+  }
+  for (int g = 0; g < num_groups(); ++g) {
+    if (!is_storage(g)) continue;
+    drop_table(s.tables[static_cast<size_t>(g)], g, static_cast<size_t>(ceil_div(len, bt)));
+  }
+  s.length = len;
+}
+
+SequenceId PagedKvCache::fork(SequenceId seq) {
+  Sequence copy = seq_ref(seq);
+  copy.reserved = copy.length;
+  for (int g = 0; g < num_groups(); ++g) {
+    if (!is_storage(g)) continue;
+    for (int32_t b : copy.tables[static_cast<size_t>(g)]) {
+      if (b != 0) storage_[static_cast<size_t>(g)].pool->incref(b);
+    }
+  }
+  const SequenceId id = next_id_++;
+  seqs_[id] = std::move(copy);
+  return id;
+}
+
+void PagedKvCache::release(SequenceId seq) {
+  auto it = seqs_.find(seq);
+  if (it == seqs_.end()) return;
+  for (int g = 0; g < num_groups(); ++g) {
+    if (is_storage(g)) drop_table(it->second.tables[static_cast<size_t>(g)], g, 0);
+  }
+  seqs_.erase(it);
 }
 
 }  // namespace ringlm::kv

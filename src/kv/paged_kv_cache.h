@@ -1,32 +1,67 @@
-// Paged K/V storage for every attention layer of a model: fixed-size blocks of `block_tokens`
-// tokens from one allocation, a free list, and a block table per sequence. Block 0 is the null
-// block (never handed out), so a zero in a block table never aliases live KV.
+// Paged K/V storage of every attention layer of a model (DESIGN.md §3). Layers form groups
+// (kv/layout.h); each storage group has its own block pool — fixed-size blocks of `block_tokens`
+// tokens for all its layers, one allocation per pool, the pools' sizes split from one memory
+// budget — and one block table per sequence. Tables use logical indexing (entry b holds the
+// tokens [b·block_tokens, (b+1)·block_tokens)); entry 0 is the null block: never written,
+// never read, what released entries of sliding groups become.
 //
-// This is the foundation slice of the KV block layer (DESIGN.md §3): one group of full-attention
-// layers in an unquantized format. Sliding groups, quantized formats, refcounted sharing, rollback
-// and persistence extend it without changing what kernels read (ops::KvLayerView + block tables).
+// A sequence's life: add_sequence → reserve (admission: promise the blocks its tokens will need)
+// → per step: append(seq, n) (release what fell out of the window, copy-on-write a shared partial
+// block, allocate new blocks), build the StepPlan, run the model → rollback / fork / extract /
+// save as needed → release. Rows join and leave without touching anyone else's KV.
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <memory>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
 #include "core/tensor.h"
+#include "kv/block_pool.h"
+#include "kv/layout.h"
 #include "ops/ops.h"
 
 namespace ringlm::kv {
 
 struct KvCacheConfig {
-  int num_layers = 0;
-  int kv_heads = 0;
-  int head_dim = 0;
+  std::vector<LayerKvSpec> layers;  // one per model layer
   int block_tokens = 16;
-  int64_t num_blocks = 0;  // including the null block
-  DType dtype = DType::F32;
+  size_t memory_bytes = size_t{256} << 20;  // budget for all pools together
+  // Design point of the budget split: sliding pools get room for this many sequences at their
+  // per-sequence cap; full pools share the rest (see docs/kv-cache.md).
+  int max_sequences = 16;
+  // Largest number of tokens one sequence appends in one step (a prefill chunk): a sliding
+  // sequence holds its window plus this during the step.
+  int64_t max_step_tokens = 512;
+  // Tokens a sliding group keeps beyond its window so that rollback(k <= lookahead) works
+  // (speculative decoding).
+  int lookahead = 0;
+  // Explicit block counts per group (including the null block; 0 for shared groups), instead of
+  // the budget split. Tests use it to make small pools.
+  std::vector<int64_t> group_blocks;
+  // Oracle runs only: sliding groups keep every block (attention still applies the window).
+  bool keep_all_blocks = false;
 };
 
 using SequenceId = int64_t;
+constexpr int64_t kUnlimitedTokens = std::numeric_limits<int64_t>::max();
+
+// One sequence's K/V gathered into contiguous memory (tests, persistence).
+struct ExtractedKv {
+  int64_t length = 0;                           // tokens in the sequence
+  std::vector<std::vector<int32_t>> positions;  // per group: held positions, ascending
+  struct Layer {
+    int group = -1;  // storage layers only (shared layers are left empty)
+    DType dtype = DType::F32;
+    int64_t kv_heads = 0, head_dim = 0;
+    std::vector<std::byte> k, v;  // [positions of its group, kv_heads, head_dim] in `dtype`
+    Tensor k_tensor() const;
+    Tensor v_tensor() const;
+  };
+  std::vector<Layer> layers;  // per model layer
+};
 
 class PagedKvCache {
  public:
@@ -35,33 +70,107 @@ class PagedKvCache {
   PagedKvCache(const PagedKvCache&) = delete;
   PagedKvCache& operator=(const PagedKvCache&) = delete;
 
-  // Blocks a memory budget buys for this model shape (K and V of every layer).
-  static int64_t blocks_for_budget(const KvCacheConfig& shape, size_t budget_bytes);
-  size_t bytes_per_block() const;
-
-  SequenceId add_sequence();
-  // Makes room for `total_tokens` tokens of the sequence; false (nothing changed) if the pool
-  // lacks the blocks.
-  bool reserve(SequenceId seq, int64_t total_tokens);
-  void release(SequenceId seq);
-  bool has_sequence(SequenceId seq) const { return tables_.count(seq) != 0; }
-
-  const std::vector<int32_t>& block_table(SequenceId seq) const;
-  // Slot of token position `pos` of the sequence: block * block_tokens + offset.
-  int32_t slot(SequenceId seq, int64_t pos) const;
-
-  ops::KvLayerView layer_view(int layer) const;
   const KvCacheConfig& config() const { return config_; }
-  int64_t free_blocks() const { return static_cast<int64_t>(free_.size()); }
-  int64_t used_blocks() const { return config_.num_blocks - 1 - free_blocks(); }
-  // How many more tokens `seq` could grow by with the blocks free now.
+  const KvLayout& layout() const { return layout_; }
+  int num_groups() const { return static_cast<int>(layout_.groups.size()); }
+  const LayerGroup& group(int g) const { return layout_.groups[static_cast<size_t>(g)]; }
+  int block_tokens() const { return config_.block_tokens; }
+
+  // ---- Pools ----
+  int64_t num_blocks(int g) const;      // including the null block; 0 for shared groups
+  size_t bytes_per_block(int g) const;  // K and V of every layer of the group
+  int64_t free_blocks(int g) const;
+  int64_t used_blocks(int g) const;
+  int64_t used_blocks() const;  // all pools together
+  const BlockPool& pool(int g) const;
+  // Most blocks a sequence of the sliding group holds at once: its window, the lookahead and
+  // one step's tokens, plus one for misalignment, plus the sink blocks. kUnlimitedTokens for
+  // full groups.
+  int64_t cap_blocks(int g) const;
+  // Blocks a sequence of `tokens` tokens holds at its peak in group g.
+  int64_t peak_blocks(int g, int64_t tokens) const;
+
+  // ---- Sequences ----
+  SequenceId add_sequence();
+  bool has_sequence(SequenceId seq) const { return seqs_.count(seq) != 0; }
+  int64_t length(SequenceId seq) const;  // tokens whose K/V the sequence holds (or is writing)
+  // Admission: promises the blocks `total_tokens` tokens need at their peak in every group, so
+  // later appends up to that length cannot run out. false (nothing changed) if the pools cannot
+  // promise them next to the other sequences' promises.
+  bool reserve(SequenceId seq, int64_t total_tokens);
+  int64_t reserved_tokens(SequenceId seq) const;
+  // How many tokens beyond its reservation the sequence could still be promised now (the
+  // minimum over groups; kUnlimitedTokens when every group is a sliding group at its cap).
   int64_t tokens_available(SequenceId seq) const;
+  // The same for one group (kUnlimitedTokens for a sliding group that can reach its cap and for
+  // shared groups, which hold nothing).
+  int64_t tokens_available(SequenceId seq, int g) const;
+  // Makes room for the next n tokens (positions [length, length + n)) and sets length += n:
+  // releases sliding blocks no future query can see, copies a shared partial last block, and
+  // allocates. false (length unchanged) if the pools lack blocks beyond the promises.
+  bool append(SequenceId seq, int64_t n);
+  // Drops the last k tokens (speculative decoding). Blocks wholly past the new end are released.
+  // ringlm::Error if a sliding group no longer holds the keys the next query needs (k beyond
+  // the lookahead).
+  void rollback(SequenceId seq, int64_t k);
+  // A new sequence with the same tokens, sharing every block by reference count; the partial
+  // last block is copied when either sequence writes into it. The fork is promised nothing beyond
+  // its length; sharing can make the parent's promise need a block more (the copy), so after a
+  // fork (or a rollback into a shared block) append may return false on an exhausted pool.
+  SequenceId fork(SequenceId seq);
+  // Drops the sequence; blocks whose last reference goes return to their pool's free list.
+  void release(SequenceId seq);
+  std::vector<SequenceId> sequences() const;
+
+  // Block table of the sequence in group g (a shared group reads its donor's).
+  const std::vector<int32_t>& block_table(SequenceId seq, int g) const;
+  // Slot (block · block_tokens + offset) of position pos in group g; the block must be held.
+  int32_t slot(SequenceId seq, int g, int64_t pos) const;
+  // Storage of a layer ([num_blocks, block_tokens, kv_heads, head_dim]); a shared layer gets its
+  // donor layer's.
+  ops::KvLayerView layer_view(int layer) const;
+  // The group whose tables a group's layers read: itself, or the donor of a shared group.
+  int table_group(int g) const;
+
+  // ---- Row KV out and in (kv/kv_persist.cc) ----
+  ExtractedKv extract(SequenceId seq) const;
+  // Writes the sequence's held K/V and its layout to a safetensors file.
+  void save(SequenceId seq, const std::string& path) const;
+  // Maps a file written by save() and copies it into a new sequence. ringlm::Error naming the
+  // file and field if its layout differs from this cache's or the pools lack blocks.
+  SequenceId load(const std::string& path);
 
  private:
+  struct Sequence {
+    int64_t length = 0;
+    int64_t reserved = 0;
+    std::vector<std::vector<int32_t>> tables;  // per group (empty for shared groups)
+  };
+  struct Storage {
+    std::unique_ptr<std::byte[]> memory;  // [layers][K|V][num_blocks, block_tokens, heads, dim]
+    std::unique_ptr<BlockPool> pool;
+    size_t layer_tensor_bytes = 0;  // one of K or V of one layer, all blocks
+  };
+
+  Sequence& seq_ref(SequenceId seq);
+  const Sequence& seq_ref(SequenceId seq) const;
+  bool is_storage(int g) const { return group(g).kind != GroupKind::Shared; }
+  void split_budget();
+  // Blocks the sequence may still take from group g's free list under its promise.
+  int64_t outstanding(const Sequence& s, int g, int64_t reserved) const;
+  int64_t kept_blocks(const Sequence& s, int g) const;
+  int64_t outstanding_total(int g) const;
+  // First logical block a sliding group still needs at `length` (blocks below, past the sinks,
+  // can go).
+  int64_t first_needed_block(int g, int64_t length) const;
+  void release_unneeded(Sequence& s, int g);
+  void copy_block(int g, int32_t from, int32_t to);
+  void drop_table(std::vector<int32_t>& table, int g, size_t from);
+
   KvCacheConfig config_;
-  std::unique_ptr<std::byte[]> storage_;  // [layers][K|V][num_blocks, block_tokens, heads, dim]
-  std::vector<int32_t> free_;             // LIFO free list of block ids
-  std::unordered_map<SequenceId, std::vector<int32_t>> tables_;
+  KvLayout layout_;
+  std::vector<Storage> storage_;  // per group (empty for shared groups)
+  std::unordered_map<SequenceId, Sequence> seqs_;
   SequenceId next_id_ = 1;
 };
 

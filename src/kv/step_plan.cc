@@ -4,36 +4,51 @@
 
 namespace ringlm::kv {
 
-StepPlan::StepPlan(const std::vector<RowRequest>& rows, const PagedKvCache& cache) {
-  size_t max_blocks = 1;
-  for (const auto& row : rows) max_blocks = std::max(max_blocks, cache.block_table(row.seq).size());
+StepPlan::StepPlan(const std::vector<RowRequest>& rows, const PagedKvCache& cache)
+    : layout_(&cache.layout()) {
   query_start_.push_back(0);
   logit_begin_.push_back(0);
-  block_tables_.assign(rows.size() * max_blocks, 0);
   for (size_t r = 0; r < rows.size(); ++r) {
     const RowRequest& row = rows[r];
     RINGLM_CHECK(!row.tokens.empty(), "row ", r, " has no tokens");
-    const auto& table = cache.block_table(row.seq);
-    std::copy(table.begin(), table.end(),
-              block_tables_.begin() + static_cast<int64_t>(r * max_blocks));
+    const int64_t end = row.start_position + static_cast<int64_t>(row.tokens.size());
+    RINGLM_CHECK(cache.length(row.seq) == end, "row ", r, " (sequence ", row.seq,
+                 ") ends at position ", end, " but the cache holds ", cache.length(row.seq),
+                 " tokens: append the row's tokens to the cache first");
     for (size_t i = 0; i < row.tokens.size(); ++i) {
-      const int64_t pos = row.start_position + static_cast<int64_t>(i);
       const bool wants = row.want_all_logits || (row.want_logits && i + 1 == row.tokens.size());
       if (wants) logit_tokens_.push_back(static_cast<int32_t>(token_ids_.size()));
       token_ids_.push_back(row.tokens[i]);
-      positions_.push_back(static_cast<int32_t>(pos));
-      slots_.push_back(cache.slot(row.seq, pos));
+      positions_.push_back(static_cast<int32_t>(row.start_position + static_cast<int64_t>(i)));
     }
     query_start_.push_back(static_cast<int32_t>(token_ids_.size()));
-    context_len_.push_back(
-        static_cast<int32_t>(row.start_position + static_cast<int64_t>(row.tokens.size())));
+    context_len_.push_back(static_cast<int32_t>(end));
     logit_begin_.push_back(static_cast<int32_t>(logit_tokens_.size()));
   }
-  attention_rows_.num_rows = static_cast<int>(rows.size());
-  attention_rows_.query_start = query_start_.data();
-  attention_rows_.context_len = context_len_.data();
-  attention_rows_.block_table = block_tables_.data();
-  attention_rows_.max_blocks = static_cast<int>(max_blocks);
+  groups_.resize(static_cast<size_t>(cache.num_groups()));
+  for (int g = 0; g < cache.num_groups(); ++g) {
+    table_group_.push_back(cache.table_group(g));
+    if (cache.table_group(g) != g) continue;
+    GroupTables& gt = groups_[static_cast<size_t>(g)];
+    size_t max_blocks = 1;
+    for (const auto& row : rows)
+      max_blocks = std::max(max_blocks, cache.block_table(row.seq, g).size());
+    gt.block_tables.assign(rows.size() * max_blocks, 0);
+    for (size_t r = 0; r < rows.size(); ++r) {
+      const auto& table = cache.block_table(rows[r].seq, g);
+      std::copy(table.begin(), table.end(),
+                gt.block_tables.begin() + static_cast<int64_t>(r * max_blocks));
+      for (size_t i = 0; i < rows[r].tokens.size(); ++i) {
+        gt.slots.push_back(
+            cache.slot(rows[r].seq, g, rows[r].start_position + static_cast<int64_t>(i)));
+      }
+    }
+    gt.rows.num_rows = static_cast<int>(rows.size());
+    gt.rows.query_start = query_start_.data();
+    gt.rows.context_len = context_len_.data();
+    gt.rows.block_table = gt.block_tables.data();
+    gt.rows.max_blocks = static_cast<int>(max_blocks);
+  }
 }
 
 Tensor StepPlan::token_ids() const {
@@ -42,8 +57,31 @@ Tensor StepPlan::token_ids() const {
 Tensor StepPlan::positions() const {
   return Tensor(const_cast<int32_t*>(positions_.data()), DType::I32, {num_tokens()});
 }
-Tensor StepPlan::slots() const {
-  return Tensor(const_cast<int32_t*>(slots_.data()), DType::I32, {num_tokens()});
+
+const ops::AttentionRows& StepPlan::attention_rows(int group) const {
+  RINGLM_CHECK(group >= 0 && group < static_cast<int>(groups_.size()), "group ", group,
+               " out of range");
+  return groups_[static_cast<size_t>(table_group_[static_cast<size_t>(group)])].rows;
+}
+
+Tensor StepPlan::slots(int group) const {
+  RINGLM_CHECK(group >= 0 && group < static_cast<int>(groups_.size()), "group ", group,
+               " out of range");
+  const auto& s = groups_[static_cast<size_t>(table_group_[static_cast<size_t>(group)])].slots;
+  return Tensor(const_cast<int32_t*>(s.data()), DType::I32, {num_tokens()});
+}
+
+StepPlan::Layer StepPlan::layer(int l) const {
+  RINGLM_CHECK(l >= 0 && l < layout_->num_layers(), "layer ", l, " out of range");
+  const int g = layout_->group_of_layer[static_cast<size_t>(l)];
+  const LayerGroup& grp = layout_->groups[static_cast<size_t>(g)];
+  Layer out;
+  out.rows = &attention_rows(g);
+  out.slots = slots(g);
+  out.writes_kv = grp.kind != GroupKind::Shared;
+  out.window = grp.window;
+  out.sink_tokens = grp.sink_tokens;
+  return out;
 }
 
 }  // namespace ringlm::kv

@@ -1,7 +1,9 @@
 // StepPlan: everything a forward step needs to know about its rows, built once per step and read
 // by every layer (plan once, run per layer). Each row brings any number of new tokens (a prefill
 // chunk or one decode token) at its own position; tokens of all rows are flattened so that each
-// weight runs one matmul over the whole step.
+// weight runs one matmul over the whole step. Per layer group: block tables, the slot of every
+// new token (kv_write) and the attention rows; per layer: which group's view it reads, whether
+// it writes K/V (shared layers do not), its window and sinks.
 #pragma once
 
 #include <cstdint>
@@ -20,17 +22,24 @@ struct RowRequest {
   bool want_logits = true;       // false for prefill chunks that end before the prompt does
 };
 
+// The attention op a step uses; ops::attention unless an oracle swaps in the reference.
+using AttentionFn = void (*)(const Tensor& q, const ops::KvLayerView& kv,
+                             const ops::AttentionRows& rows, const ops::AttentionParams& params,
+                             Tensor& out);
+
 class StepPlan {
  public:
-  // Reserves nothing: the caller has reserved KV room for start_position + tokens.size().
+  // Each row's tokens must already be appended to the cache (PagedKvCache::append), so that
+  // cache.length(seq) == start_position + tokens.size().
   StepPlan(const std::vector<RowRequest>& rows, const PagedKvCache& cache);
+  StepPlan(const StepPlan&) = delete;
+  StepPlan& operator=(const StepPlan&) = delete;
 
   int64_t num_tokens() const { return static_cast<int64_t>(token_ids_.size()); }
   int num_rows() const { return static_cast<int>(query_start_.size()) - 1; }
 
   Tensor token_ids() const;  // I32[T]
   Tensor positions() const;  // I32[T]
-  Tensor slots() const;      // I32[T]
   // Indices into the flattened tokens whose logits are wanted, in row order.
   const std::vector<int32_t>& logit_tokens() const { return logit_tokens_; }
   // For row r, the first index into logit_tokens() and how many it owns.
@@ -38,18 +47,38 @@ class StepPlan {
   int32_t logits_count(int row) const {
     return logit_begin_[static_cast<size_t>(row) + 1] - logit_begin_[static_cast<size_t>(row)];
   }
-  const ops::AttentionRows& attention_rows() const { return attention_rows_; }
+
+  // What layer l reads and writes this step.
+  struct Layer {
+    const ops::AttentionRows* rows = nullptr;
+    Tensor slots;  // I32[T]: where this step's K/V go (the layer's group)
+    bool writes_kv = true;
+    int window = 0;
+    int sink_tokens = 0;
+  };
+  Layer layer(int l) const;
+  const ops::AttentionRows& attention_rows(int group) const;
+  Tensor slots(int group) const;  // I32[T]
+
+  AttentionFn attention_fn() const { return attention_fn_; }
+  void set_attention_fn(AttentionFn fn) { attention_fn_ = fn; }
 
  private:
+  struct GroupTables {
+    std::vector<int32_t> slots;         // [T]
+    std::vector<int32_t> block_tables;  // [rows, max_blocks], padded with the null block 0
+    ops::AttentionRows rows;
+  };
+  const KvLayout* layout_ = nullptr;
+  std::vector<int> table_group_;  // per group: the group whose tables it reads
   std::vector<int32_t> token_ids_;
   std::vector<int32_t> positions_;
-  std::vector<int32_t> slots_;
   std::vector<int32_t> query_start_;
   std::vector<int32_t> context_len_;
-  std::vector<int32_t> block_tables_;  // [rows, max_blocks], padded with the null block 0
   std::vector<int32_t> logit_tokens_;
   std::vector<int32_t> logit_begin_;
-  ops::AttentionRows attention_rows_;
+  std::vector<GroupTables> groups_;  // per group (shared groups' entries stay empty)
+  AttentionFn attention_fn_ = &ops::attention;
 };
 
 }  // namespace ringlm::kv

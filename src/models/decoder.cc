@@ -70,27 +70,36 @@ void attention_block(const AttentionWeights& w, const AttentionBlockConfig& conf
                      const kv::StepPlan& plan, kv::PagedKvCache& cache, StepBuffers& b,
                      const Tensor& in, Tensor& out) {
   const int64_t tokens = plan.num_tokens();
-  const auto kv = cache.layer_view(layer);
-  const int64_t heads = b.q.size(1) / kv.head_dim(), kv_heads = kv.kv_heads(), dim = kv.head_dim();
+  const kv::StepPlan::Layer step = plan.layer(layer);
+  ops::KvLayerView view = cache.layer_view(layer);
+  const int64_t heads = b.q.size(1) / view.head_dim(), kv_heads = view.kv_heads(),
+                dim = view.head_dim();
+  const Tensor positions = plan.positions();
   ops::matmul(in, w.q, w.q_bias, b.q);
-  ops::matmul(in, w.k, w.k_bias, b.k);
-  ops::matmul(in, w.v, w.v_bias, b.v);
   if (!w.q_norm.empty()) {
     Tensor q_rows = b.q.reshape({tokens * heads, dim});
-    Tensor k_rows = b.k.reshape({tokens * kv_heads, dim});
     ops::rms_norm(q_rows, w.q_norm, config.qk_norm, q_rows);
-    ops::rms_norm(k_rows, w.k_norm, config.qk_norm, k_rows);
   }
   Tensor q_heads = b.q.reshape({tokens, heads, dim});
-  Tensor k_heads = b.k.reshape({tokens, kv_heads, dim});
-  Tensor v_heads = b.v.reshape({tokens, kv_heads, dim});
-  const Tensor positions = plan.positions();
   ops::rope(q_heads, positions, *config.rope);
-  ops::rope(k_heads, positions, *config.rope);
-  ops::KvLayerView view = kv;
-  ops::kv_write(k_heads, v_heads, plan.slots(), view);
+  if (step.writes_kv) {  // a shared-KV layer reads its donor's K/V instead
+    ops::matmul(in, w.k, w.k_bias, b.k);
+    ops::matmul(in, w.v, w.v_bias, b.v);
+    if (!w.k_norm.empty()) {
+      Tensor k_rows = b.k.reshape({tokens * kv_heads, dim});
+      ops::rms_norm(k_rows, w.k_norm, config.qk_norm, k_rows);
+    }
+    Tensor k_heads = b.k.reshape({tokens, kv_heads, dim});
+    Tensor v_heads = b.v.reshape({tokens, kv_heads, dim});
+    ops::rope(k_heads, positions, *config.rope);
+    ops::kv_write(k_heads, v_heads, step.slots, view);
+  }
+  // The KV layer decides what a query sees: window and sinks come from the layer's group.
+  ops::AttentionParams params = config.attention;
+  params.window = step.window;
+  params.sink_tokens = step.sink_tokens;
   Tensor attn_heads = b.attn.reshape({tokens, heads, dim});
-  ops::attention(q_heads, view, plan.attention_rows(), config.attention, attn_heads);
+  plan.attention_fn()(q_heads, view, *step.rows, params, attn_heads);
   ops::matmul(b.attn, w.o, w.o_bias, out);
 }
 

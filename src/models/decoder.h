@@ -66,7 +66,9 @@ struct AttentionBlockConfig {
   ops::RmsNormConfig qk_norm;  // used when the weights have q/k norms
 };
 
-// out = o_proj(attention(rope(norm(q)), rope(norm(k)), v)); writes the layer's K/V for the step.
+// out = o_proj(attention(rope(norm(q)), rope(norm(k)), v)); writes the layer's K/V for the step
+// (unless the layer reads a donor's). Window and sinks come from the plan (the layer's KV group);
+// config.attention supplies scale and soft-capping.
 void attention_block(const AttentionWeights& w, const AttentionBlockConfig& config, int layer,
                      const kv::StepPlan& plan, kv::PagedKvCache& cache, StepBuffers& buffers,
                      const Tensor& in,  // F32[T, H]

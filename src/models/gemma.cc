@@ -59,12 +59,16 @@ class GemmaModel final : public Model {
     load_weights();
   }
 
-  kv::KvCacheConfig kv_shape() const override {
-    kv::KvCacheConfig shape;
-    shape.num_layers = static_cast<int>(layers_.size());
-    shape.kv_heads = static_cast<int>(dims_.kv_heads);
-    shape.head_dim = static_cast<int>(dims_.head_dim);
-    return shape;
+  std::vector<kv::LayerKvSpec> kv_layers() const override {
+    std::vector<kv::LayerKvSpec> specs;
+    for (const GemmaLayer& layer : layers_) {
+      kv::LayerKvSpec s;
+      s.kv_heads = static_cast<int>(dims_.kv_heads);
+      s.head_dim = static_cast<int>(dims_.head_dim);
+      s.window = layer.sliding ? static_cast<int>(config_.sliding_window) : 0;
+      specs.push_back(s);
+    }
+    return specs;
   }
 
   size_t activation_bytes(int64_t max_tokens, int64_t max_logits) const override {
@@ -83,7 +87,6 @@ class GemmaModel final : public Model {
     for (size_t l = 0; l < layers_.size(); ++l) {
       const GemmaLayer& layer = layers_[l];
       attention.rope = layer.sliding ? &local_rope_ : &global_rope_;
-      attention.attention.window = layer.sliding ? static_cast<int>(config_.sliding_window) : 0;
       ops::rms_norm(b.x, layer.input_norm, norm_, b.h);
       attention_block(layer.attention, attention, static_cast<int>(l), plan, cache, b, b.h, b.h);
       ops::rms_norm(b.h, layer.post_attention_norm, norm_, b.h);

@@ -32,12 +32,16 @@ class LlamaModel final : public Model {
     load_weights();
   }
 
-  kv::KvCacheConfig kv_shape() const override {
-    kv::KvCacheConfig shape;
-    shape.num_layers = static_cast<int>(layers_.size());
-    shape.kv_heads = static_cast<int>(dims_.kv_heads);
-    shape.head_dim = static_cast<int>(dims_.head_dim);
-    return shape;
+  std::vector<kv::LayerKvSpec> kv_layers() const override {
+    std::vector<kv::LayerKvSpec> specs;
+    for (const LlamaLayer& layer : layers_) {
+      kv::LayerKvSpec s;
+      s.kv_heads = static_cast<int>(dims_.kv_heads);
+      s.head_dim = static_cast<int>(dims_.head_dim);
+      s.window = layer.window;
+      specs.push_back(s);
+    }
+    return specs;
   }
 
   size_t activation_bytes(int64_t max_tokens, int64_t max_logits) const override {
@@ -55,7 +59,6 @@ class LlamaModel final : public Model {
     attention.qk_norm = norm_;
     for (size_t l = 0; l < layers_.size(); ++l) {
       const LlamaLayer& layer = layers_[l];
-      attention.attention.window = layer.window;
       ops::rms_norm(b.x, layer.input_norm, norm_, b.h);
       attention_block(layer.attention, attention, static_cast<int>(l), plan, cache, b, b.h, b.h);
       ops::add_inplace(b.x, b.h);

@@ -20,8 +20,9 @@ class Model {
 
   const io::ModelConfig& config() const { return config_; }
   int64_t vocab_size() const { return config_.vocab_size; }
-  // The KV shape this model needs (layers, heads, head_dim); the caller picks blocks and dtype.
-  virtual kv::KvCacheConfig kv_shape() const = 0;
+  // One entry per layer: KV heads, head_dim, sliding window, donor (shared KV). The caller picks
+  // the storage format and may bound full layers (kv::apply_max_kv_size).
+  virtual std::vector<kv::LayerKvSpec> kv_layers() const = 0;
   // Arena bytes one step of up to `max_tokens` tokens and `max_logits` logit rows needs.
   virtual size_t activation_bytes(int64_t max_tokens, int64_t max_logits) const = 0;
   // Runs the step: writes this step's K/V into `cache` and the wanted logits.

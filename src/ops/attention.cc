@@ -81,6 +81,8 @@ void attention(const Tensor& q, const KvLayerView& kv, const AttentionRows& rows
   RINGLM_CHECK(params.softcap >= 0.0f && std::isfinite(params.softcap), "attention: softcap ",
                params.softcap, " must be finite and >= 0");
   RINGLM_CHECK(params.window >= 0, "attention: window ", params.window, " is negative");
+  RINGLM_CHECK(params.sink_tokens >= 0, "attention: sink_tokens ", params.sink_tokens,
+               " is negative");
   check_rows(rows, q.shape[0], kv.k.shape[0], kv.block_tokens());
 #ifdef RINGLM_HAS_CUDA
   if (dev == Device::CUDA) return cuda::attention(q, kv, rows, params, out);

@@ -100,11 +100,16 @@ struct AttentionRows {
   int max_blocks = 0;
 };
 // Query i of row r (n queries) sits at position context_len[r] - n + i and attends causally to
-// keys at positions <= its own, and within `window` of it when window > 0.
+// keys at positions <= its own, and within `window` of it when window > 0. With sink_tokens = s
+// as well (attention sinks, mlx-lm RotatingKVCache `keep`), the query at p sees the keys
+// [0, min(s, p + 1)) ∪ [p - window + 1, p]: the first s tokens stay visible forever.
+// Kernels read only the keys a query sees, so blocks wholly outside every query's visible keys
+// may be the null block (the KV layer releases them).
 struct AttentionParams {
   float scale = 1.0f;    // usually 1/sqrt(head_dim); Gemma uses query_pre_attn_scalar
   float softcap = 0.0f;  // > 0: scores = softcap · tanh(scores / softcap) (Gemma 2)
   int window = 0;        // > 0: sliding window of this many keys including the query's own
+  int sink_tokens = 0;   // with window > 0: the first sink_tokens keys are always visible
 };
 // GQA: q head h reads kv head h / (q_heads / kv_heads). Online (flash-style) softmax in f32. Checks
 // that query_start covers [0, T) in order, context_len[r] >= the row's queries, and the blocks a

@@ -146,24 +146,29 @@ void attention(const Tensor& q, const KvLayerView& kv, const AttentionRows& rows
     const int64_t q0 = rows.query_start[r], n = rows.query_start[r + 1] - q0;
     const int64_t ctx = rows.context_len[r];
     if (n == 0) continue;
-    // Dense copies of this row's keys and values: [ctx, KVH, D].
-    std::vector<double> keys(static_cast<size_t>(ctx * KVH * D)), vals(keys.size());
-    for (int64_t j = 0; j < ctx; ++j) {
-      const int64_t block = rows.block_table[int64_t{r} * rows.max_blocks + j / bt];
-      const int64_t slot = block * bt + j % bt;
-      for (int64_t e = 0; e < KVH * D; ++e) {
-        keys[static_cast<size_t>(j * KVH * D + e)] = load_f32(kv.k, slot * KVH * D + e);
-        vals[static_cast<size_t>(j * KVH * D + e)] = load_f32(kv.v, slot * KVH * D + e);
-      }
-    }
     // Explicit mask [n, ctx]: query i sits at position ctx - n + i.
-    std::vector<char> mask(static_cast<size_t>(n * ctx));
+    std::vector<char> mask(static_cast<size_t>(n * ctx)), needed(static_cast<size_t>(ctx));
     for (int64_t i = 0; i < n; ++i) {
       const int64_t pos = ctx - n + i;
       for (int64_t j = 0; j < ctx; ++j) {
         const bool causal = j <= pos;
         const bool in_window = params.window <= 0 || j > pos - params.window;
-        mask[static_cast<size_t>(i * ctx + j)] = causal && in_window;
+        const bool sink = params.window > 0 && j < params.sink_tokens;
+        const bool visible = causal && (in_window || sink);
+        mask[static_cast<size_t>(i * ctx + j)] = visible;
+        needed[static_cast<size_t>(j)] |= static_cast<char>(visible);
+      }
+    }
+    // Dense copies of the keys and values some query sees: [ctx, KVH, D] (the others may sit in
+    // released blocks, so they are never read).
+    std::vector<double> keys(static_cast<size_t>(ctx * KVH * D)), vals(keys.size());
+    for (int64_t j = 0; j < ctx; ++j) {
+      if (!needed[static_cast<size_t>(j)]) continue;
+      const int64_t block = rows.block_table[int64_t{r} * rows.max_blocks + j / bt];
+      const int64_t slot = block * bt + j % bt;
+      for (int64_t e = 0; e < KVH * D; ++e) {
+        keys[static_cast<size_t>(j * KVH * D + e)] = load_f32(kv.k, slot * KVH * D + e);
+        vals[static_cast<size_t>(j * KVH * D + e)] = load_f32(kv.v, slot * KVH * D + e);
       }
     }
     std::vector<double> scores(static_cast<size_t>(ctx));

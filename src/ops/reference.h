@@ -1,7 +1,8 @@
 // Plain scalar reference implementations of every op in ops/ops.h, for tests to compare with.
 // Straightforward loops, double accumulation, no SIMD, no threads, no paging tricks: attention
-// gathers each row's K/V into a dense copy and builds an explicit causal/window mask.
-// Same signatures and conventions as ops/ops.h (CPU tensors only; no argument checks).
+// gathers the K/V each row's queries see into a dense copy and builds an explicit
+// causal/window/sink mask. Same signatures and conventions as ops/ops.h (CPU tensors only; no
+// argument checks).
 #pragma once
 
 #include "ops/ops.h"

@@ -46,6 +46,7 @@ std::vector<float> prompt_logits(models::Model& model, const std::vector<int32_t
                       static_cast<int64_t>(start),
                       true,
                       true});
+      EXPECT_TRUE(cache.append(other, static_cast<int64_t>(n_end - start)));
     }
     rows.push_back(
         {seq,
@@ -53,6 +54,7 @@ std::vector<float> prompt_logits(models::Model& model, const std::vector<int32_t
          static_cast<int64_t>(start),
          true,
          true});
+    EXPECT_TRUE(cache.append(seq, static_cast<int64_t>(end - start)));
     kv::StepPlan plan(rows, cache);
     Tensor logits = runner.step(plan);
     const int mine = static_cast<int>(rows.size()) - 1;

@@ -35,9 +35,15 @@ struct Config {
   int group = 1;  // q heads per kv head
   int block_tokens = 16;
   int window = 0;
+  int sinks = 0;  // attention-sink tokens (with a window)
   float softcap = 0.0f;
   DType dtype = DType::BF16;
 };
+
+// Whether the query at `pos` sees the key at `j` (the documented rule of ops::AttentionParams).
+bool visible(const Config& c, int pos, int j) {
+  return j <= pos && (c.window <= 0 || j > pos - c.window || j < c.sinks);
+}
 
 // Rows of a decode, a whole prefill, a prefill chunk after earlier tokens, an idle row, a short
 // prefill and a first decode token.
@@ -47,12 +53,14 @@ std::string describe(const Config& c) {
   std::ostringstream os;
   os << testing::dtype_label(c.dtype) << " D=" << c.head_dim << " kvh=" << c.kv_heads
      << " group=" << c.group << " bt=" << c.block_tokens << " window=" << c.window
-     << " softcap=" << c.softcap;
+     << " sinks=" << c.sinks << " softcap=" << c.softcap;
   return os.str();
 }
 
 // A paged cache holding the rows' K/V (written with kv_write through shuffled, non-contiguous
-// block tables; block 0 stays unused as the null block), and the step's queries.
+// block tables; block 0 stays unused as the null block), and the step's queries. Blocks that no
+// query of their row sees (outside every window and the sinks) are then replaced by the null
+// block, as the KV layer releases them: it holds NaN, so reading it poisons the output.
 class PagedSetup {
  public:
   PagedSetup(const Config& c, const std::vector<RowSpec>& specs, uint32_t seed) : c_(c) {
@@ -102,6 +110,16 @@ class PagedSetup {
     }
     KvLayerView view = kv();
     kv_write(ks.t(), vs.t(), slots.t(), view);
+    for (size_t r = 0; r < specs.size(); ++r) {
+      for (int b = 0; b < (specs[r].ctx + bt - 1) / bt; ++b) {
+        bool seen = false;
+        for (int pos = specs[r].ctx - specs[r].n; pos < specs[r].ctx; ++pos) {
+          for (int j = b * bt; j < std::min(specs[r].ctx, (b + 1) * bt); ++j)
+            seen = seen || visible(c, pos, j);
+        }
+        if (!seen) table_[r * static_cast<size_t>(max_blocks_) + static_cast<size_t>(b)] = 0;
+      }
+    }
 
     q_ = Owned(DType::F32, {query_start_.back(), c.kv_heads * c.group, c.head_dim});
     testing::fill_uniform(q_, seed + 3, -2.0f, 2.0f);
@@ -113,6 +131,7 @@ class PagedSetup {
     params_.scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
     params_.softcap = c.softcap;
     params_.window = c.window;
+    params_.sink_tokens = c.sinks;
   }
 
   KvLayerView kv() const { return KvLayerView{k_.t(), v_.t()}; }
@@ -136,11 +155,13 @@ class PagedSetup {
     const int n = query_start_[static_cast<size_t>(r) + 1] - query_start_[static_cast<size_t>(r)];
     const int pos = context_len_[static_cast<size_t>(r)] - n +
                     static_cast<int>(t - query_start_[static_cast<size_t>(r)]);
-    const int lo = c_.window > 0 ? std::max(0, pos - c_.window + 1) : 0;
     const int D = c_.head_dim, g = h / c_.group, bt = c_.block_tokens;
     const float* qv = q_.p<float>() + (t * q_heads() + h) * D;
     double max_dot_err = 0, max_score = 0, max_v = 0;
-    for (int j = lo; j <= pos; ++j) {
+    int keys = 0;
+    for (int j = 0; j <= pos; ++j) {
+      if (!visible(c_, pos, j)) continue;
+      ++keys;
       const int64_t slot = int64_t{table_row(static_cast<size_t>(r))[j / bt]} * bt + j % bt;
       double mag = 0, dot = 0;
       for (int d = 0; d < D; ++d) {
@@ -158,7 +179,6 @@ class PagedSetup {
     if (c_.softcap > 0) delta += 6 * kEps * c_.softcap;
     // exp(s - m): s - m is rounded (<= 2u·max|s|) and exp is within 1 ulp.
     delta += 2 * kEps * max_score + 2 * kEps;
-    const int keys = pos - lo + 1;
     // Perturbing every score by <= δ moves the normalized output by <= (e^{2δ} - 1)·max|v|; the
     // f32 sums of l and acc over the keys (plus one rescale per 32-key chunk) add
     // <= 2·(keys + keys/32 + 3)·u·max|v|. Doubled for slack.
@@ -287,13 +307,89 @@ TEST(KvWrite, MatchesReferenceExactly) {
   }
 }
 
+// Attention sinks (mlx-lm keep): every window, sink count (below, at and beyond the window,
+// beyond a 32-key chunk), GQA ratio, head dim and block size, with long rows whose windows have
+// left the sinks behind.
+TEST(Attention, MatchesReferenceWithSinks) {
+  const std::vector<RowSpec> rows = {{1, 37}, {40, 100}, {7, 45}, {0, 5}, {3, 3}, {1, 90}};
+  for_each_simd_target([&](const std::string&) {
+    uint32_t seed = 1000;
+    int variant = 0;
+    for (int window : {1, 5, 16, 40}) {
+      for (int sinks : {1, 4, 16, 33}) {
+        Config c;
+        c.window = window;
+        c.sinks = sinks;
+        c.group = std::array{1, 2, 4}[variant % 3];
+        c.head_dim = std::array{16, 64, 80}[variant % 3];
+        c.block_tokens = std::array{1, 16, 7}[(variant / 3) % 3];
+        c.dtype = std::array{DType::BF16, DType::F32, DType::F16}[variant % 3];
+        c.softcap = variant % 4 == 3 ? 5.0f : 0.0f;
+        SCOPED_TRACE(describe(c));
+        PagedSetup s(c, rows, seed++);
+        const int64_t T = s.tokens();
+        const int QH = s.q_heads();
+        Owned out(DType::F32, {T, QH, c.head_dim}), ref(DType::F32, {T, QH, c.head_dim});
+        attention(s.q().t(), s.kv(), s.rows(), s.params(), out.t());
+        reference::attention(s.q().t(), s.kv(), s.rows(), s.params(), ref.t());
+        for (int64_t t = 0; t < T; ++t) {
+          for (int h = 0; h < QH; ++h) {
+            const double tol = s.tolerance(t, h);
+            for (int d = 0; d < c.head_dim; ++d) {
+              const int64_t i = (t * QH + h) * c.head_dim + d;
+              ASSERT_NEAR(out.f(i), ref.f(i), tol) << "token " << t << " head " << h;
+            }
+          }
+        }
+        ++variant;
+      }
+    }
+  });
+}
+
+// The sinks change the result (so the test above could not pass with them ignored): with
+// window 1 and one sink, a late query mixes exactly two values, its own and token 0's.
+TEST(Attention, OneSinkAndWindowOneMixesTwoValues) {
+  Config c;
+  c.window = 1;
+  c.sinks = 1;
+  c.dtype = DType::F32;
+  c.head_dim = 16;
+  const std::vector<RowSpec> rows = {{1, 50}};
+  PagedSetup s(c, rows, 1100);
+  Owned out(DType::F32, {1, s.q_heads(), c.head_dim});
+  attention(s.q().t(), s.kv(), s.rows(), s.params(), out.t());
+  const KvLayerView kv = s.kv();
+  const int bt = c.block_tokens;
+  for (int h = 0; h < s.q_heads(); ++h) {
+    const int g = h / c.group;
+    double dots[2] = {0, 0};
+    const float* qv = s.q().p<float>() + h * c.head_dim;
+    const int positions[2] = {0, 49};
+    int64_t slots[2];
+    for (int k = 0; k < 2; ++k) {
+      slots[k] = int64_t{s.table_row(0)[positions[k] / bt]} * bt + positions[k] % bt;
+      for (int d = 0; d < c.head_dim; ++d)
+        dots[k] += qv[d] * kv.k.ptr<float>()[(slots[k] * c.kv_heads + g) * c.head_dim + d];
+    }
+    const double p0 = 1.0 / (1.0 + std::exp((dots[1] - dots[0]) * s.params().scale));
+    for (int d = 0; d < c.head_dim; ++d) {
+      const double want =
+          p0 * kv.v.ptr<float>()[(slots[0] * c.kv_heads + g) * c.head_dim + d] +
+          (1 - p0) * kv.v.ptr<float>()[(slots[1] * c.kv_heads + g) * c.head_dim + d];
+      ASSERT_NEAR(out.p<float>()[h * c.head_dim + d], want, 1e-5);
+    }
+  }
+}
+
 // ---- Batch invariance ----
 
 TEST(Attention, RowAloneEqualsRowInBatch) {
-  for (int window : {0, 5}) {
+  for (int window : {0, 5, 3}) {
     Config c;
     c.group = 2;
     c.window = window;
+    c.sinks = window == 3 ? 2 : 0;
     c.block_tokens = 16;
     PagedSetup s(c, kRows, 600);
     const int QH = s.q_heads(), D = c.head_dim;
@@ -319,9 +415,10 @@ TEST(Attention, RowAloneEqualsRowInBatch) {
 // Query i of a prefill equals the same token computed as a single decode step with context i + 1:
 // chunking a prompt differently cannot change a row's logits.
 TEST(Attention, PrefillEqualsDecodeSteps) {
-  for (int window : {0, 16}) {
+  for (int window : {0, 16, 9}) {
     Config c;
     c.window = window;
+    c.sinks = window == 9 ? 4 : 0;
     c.block_tokens = 16;
     c.group = 4;
     const std::vector<RowSpec> prefill = {{45, 45}};

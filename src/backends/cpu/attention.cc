@@ -7,6 +7,9 @@
 // its own position, window and keys — not on the other rows or queries in the step, the query
 // block or prefill chunk it belongs to, or the thread split (batch invariance).
 //
+// With a window and attention sinks, a query's keys are two ranges ([0, sinks) and its window),
+// visited sinks first; the ranges are computed per query, so the inner loops stay branch-free.
+//
 // Per chunk: s_j = (q·k_j) · scale (softcapped: cap · tanh(s / cap)); m' = max(m, max_j s_j);
 // acc and l are rescaled by exp(m − m'); p_j = exp(s_j − m'); l += p_j; acc += p_j · v_j.
 // Finally out = acc / l. All in f32; dot products run over head_dim zero-padded to whole vectors.
@@ -57,7 +60,7 @@ struct AttentionArgs {
   const ops::AttentionRows* rows;
   const AttentionTask* tasks;
   float scale, softcap;
-  int64_t window;
+  int64_t window, sinks;
 };
 }  // namespace ringlm::cpu
 #endif
@@ -199,9 +202,13 @@ void Task(const AttentionArgs& a, Scratch& s, const AttentionTask& task) {
   const int64_t n = rows.query_start[r + 1] - rows.query_start[r];
   const int64_t pos0 = rows.context_len[r] - n + (task.t0 - rows.query_start[r]);
   const int64_t nq = task.t1 - task.t0;
+  // The query at `pos` sees the keys [0, sink_end) and [lo, pos]. When the sinks reach the
+  // window the two ranges merge into [0, pos]. Both bounds are non-decreasing in pos.
   const auto lo_of = [&](int64_t pos) {
-    return a.window > 0 ? std::max<int64_t>(0, pos - a.window + 1) : int64_t{0};
+    const int64_t lo = a.window > 0 ? std::max<int64_t>(0, pos - a.window + 1) : int64_t{0};
+    return lo <= a.sinks ? int64_t{0} : lo;
   };
+  const auto sink_end_of = [&](int64_t pos) { return lo_of(pos) > 0 ? a.sinks : int64_t{0}; };
   const int32_t* table =
       rows.block_table + static_cast<size_t>(r) * static_cast<size_t>(rows.max_blocks);
   const auto* k_base = static_cast<const KV*>(a.k);
@@ -229,6 +236,21 @@ void Task(const AttentionArgs& a, Scratch& s, const AttentionTask& task) {
 
   const auto C = static_cast<int64_t>(kChunk);
   const int64_t first = lo_of(pos0), last = pos0 + nq - 1;  // keys any query needs
+  // Attention sinks first: chunks of [0, sinks) for the queries whose window left them behind.
+  for (int64_t c0 = 0; c0 < sink_end_of(last); c0 += C) {
+    const int64_t we = std::min(c0 + C, a.sinks);
+    for (int64_t j = c0; j < we; ++j) {
+      const size_t off = key_offset(j);
+      WidenRow(df, k_base + off, D, s.keys.get() + static_cast<size_t>(j - c0) * Dp);
+      WidenRow(df, v_base + off, D, s.vals.get() + static_cast<size_t>(j - c0) * Dp);
+    }
+    for (int64_t i = 0; i < nq; ++i) {
+      if (sink_end_of(pos0 + i) == 0) continue;
+      for (size_t h = 0; h < group; ++h) {
+        ChunkStep(a, s, static_cast<size_t>(i) * group + h, 0, static_cast<size_t>(we - c0));
+      }
+    }
+  }
   for (int64_t c0 = first - first % C; c0 <= last; c0 += C) {
     // Start fetching the next chunk's rows: keys are scattered over blocks, so the hardware
     // prefetchers do not see them coming and the loads below would wait on memory one by one.
@@ -323,7 +345,8 @@ void attention(const Tensor& q, const ops::KvLayerView& kv, const ops::Attention
                         tasks.data(),
                         params.scale,
                         params.softcap,
-                        params.window};
+                        params.window,
+                        params.window > 0 ? params.sink_tokens : 0};
   ThreadPool::global().parallel_for(
       static_cast<int64_t>(tasks.size()), 1, [&](int64_t b, int64_t e) {
         HWY_DYNAMIC_DISPATCH(AttentionTasksImpl)(a, static_cast<size_t>(b), static_cast<size_t>(e));

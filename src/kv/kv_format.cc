@@ -1,0 +1,48 @@
+#include "kv/kv_format.h"
+
+#include "core/error.h"
+
+namespace ringlm::kv {
+
+KvFormat KvFormat::parse(const std::string& name) {
+  if (name == "f32") return dense(DType::F32);
+  if (name == "bf16") return dense(DType::BF16);
+  if (name == "f16") return dense(DType::F16);
+  RINGLM_USER_CHECK(false, "unknown KV format '", name, "' (supported: f32, bf16, f16)");
+  return {};
+}
+
+std::string KvFormat::name() const {
+  if (encoding == KvEncoding::Dense) {
+    switch (dtype) {
+      case DType::F32:
+        return "f32";
+      case DType::BF16:
+        return "bf16";
+      case DType::F16:
+        return "f16";
+      default:
+        return "dense-" + std::string(dtype_name(dtype));
+    }
+  }
+  return "int" + std::to_string(bits) + "-g" + std::to_string(group_size);
+}
+
+size_t KvFormat::bytes_per_token(int kv_heads, int head_dim) const {
+  const auto values = static_cast<size_t>(kv_heads) * static_cast<size_t>(head_dim);
+  if (encoding == KvEncoding::Dense) return values * dtype_size(dtype);
+  if (group_size <= 0) return 0;  // not a valid affine format (check_supported says so)
+  const size_t groups = values / static_cast<size_t>(group_size);
+  return values * static_cast<size_t>(bits) / 8 + 2 * groups * dtype_size(dtype);
+}
+
+void KvFormat::check_supported(int head_dim) const {
+  RINGLM_USER_CHECK(encoding == KvEncoding::Dense, "KV format ", name(),
+                    " is not implemented yet (supported: f32, bf16, f16)");
+  RINGLM_USER_CHECK(dtype == DType::F32 || dtype == DType::BF16 || dtype == DType::F16,
+                    "KV format ", name(), ": dense KV must be f32, bf16 or f16");
+  RINGLM_USER_CHECK(head_dim > 0, "KV format ", name(), ": head_dim ", head_dim,
+                    " is not positive");
+}
+
+}  // namespace ringlm::kv

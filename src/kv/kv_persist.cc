@@ -1,0 +1,250 @@
+// A sequence's K/V out of the block pools and back: extract (gather into contiguous memory), save
+// (safetensors with the layout as metadata) and load (map the file, copy into fresh blocks).
+//
+// File layout: tensors `group.G.positions` (I32[n]: the positions group G holds, ascending) and
+// `layer.L.k` / `layer.L.v` ([n of L's group, kv_heads, head_dim] in the group's dtype) for each
+// layer with its own K/V; metadata `format` = "ringlm-kv", `version` = "1", `length` (tokens in
+// the sequence), `block_tokens` (informational) and `layout` (JSON: per group kind, window,
+// sink_tokens, format, kv_heads, head_dim, layers, donor_group).
+#include <algorithm>
+#include <cstring>
+#include <nlohmann/json.hpp>
+
+#include "io/safetensors.h"
+#include "kv/paged_kv_cache.h"
+
+namespace ringlm::kv {
+
+namespace {
+
+using nlohmann::json;
+
+json layout_json(const KvLayout& layout) {
+  json groups = json::array();
+  for (const LayerGroup& g : layout.groups) {
+    groups.push_back({{"kind", group_kind_name(g.kind)},
+                      {"window", g.window},
+                      {"sink_tokens", g.sink_tokens},
+                      {"format", g.format.name()},
+                      {"kv_heads", g.kv_heads},
+                      {"head_dim", g.head_dim},
+                      {"layers", g.layers},
+                      {"donor_group", g.donor_group}});
+  }
+  return groups;
+}
+
+size_t token_bytes(const LayerGroup& g) {
+  return g.format.bytes_per_token(g.kv_heads, g.head_dim);
+}
+
+}  // namespace
+
+Tensor ExtractedKv::Layer::k_tensor() const {
+  const auto n = static_cast<int64_t>(
+      k.size() / (static_cast<size_t>(kv_heads * head_dim) * dtype_size(dtype)));
+  return Tensor(const_cast<std::byte*>(k.data()), dtype, {n, kv_heads, head_dim});
+}
+Tensor ExtractedKv::Layer::v_tensor() const {
+  const auto n = static_cast<int64_t>(
+      v.size() / (static_cast<size_t>(kv_heads * head_dim) * dtype_size(dtype)));
+  return Tensor(const_cast<std::byte*>(v.data()), dtype, {n, kv_heads, head_dim});
+}
+
+ExtractedKv PagedKvCache::extract(SequenceId seq) const {
+  const Sequence& s = seq_ref(seq);
+  const int64_t bt = config_.block_tokens;
+  ExtractedKv out;
+  out.length = s.length;
+  out.positions.resize(layout_.groups.size());
+  for (int g = 0; g < num_groups(); ++g) {
+    if (!is_storage(g)) continue;
+    const auto& table = s.tables[static_cast<size_t>(g)];
+    for (int64_t p = 0; p < s.length; ++p) {
+      if (table[static_cast<size_t>(p / bt)] != 0)
+        out.positions[static_cast<size_t>(g)].push_back(static_cast<int32_t>(p));
+    }
+  }
+  out.layers.resize(static_cast<size_t>(layout_.num_layers()));
+  for (int l = 0; l < layout_.num_layers(); ++l) {
+    const int g = layout_.group_of_layer[static_cast<size_t>(l)];
+    if (!is_storage(g)) continue;
+    const LayerGroup& grp = group(g);
+    ExtractedKv::Layer& layer = out.layers[static_cast<size_t>(l)];
+    layer.group = g;
+    layer.dtype = grp.format.dtype;
+    layer.kv_heads = grp.kv_heads;
+    layer.head_dim = grp.head_dim;
+    const size_t row = token_bytes(grp);
+    const auto& positions = out.positions[static_cast<size_t>(g)];
+    layer.k.resize(positions.size() * row);
+    layer.v.resize(positions.size() * row);
+    const ops::KvLayerView view = layer_view(l);
+    for (size_t i = 0; i < positions.size(); ++i) {
+      const auto slot = static_cast<size_t>(this->slot(seq, g, positions[i]));
+      std::memcpy(layer.k.data() + i * row, static_cast<const std::byte*>(view.k.data) + slot * row,
+                  row);
+      std::memcpy(layer.v.data() + i * row, static_cast<const std::byte*>(view.v.data) + slot * row,
+                  row);
+    }
+  }
+  return out;
+}
+
+void PagedKvCache::save(SequenceId seq, const std::string& path) const {
+  const ExtractedKv kv = extract(seq);
+  RINGLM_USER_CHECK(kv.length > 0, "cannot save KV sequence ", seq, " to ", path,
+                    ": it holds no tokens");
+  std::vector<io::TensorToWrite> tensors;
+  for (int g = 0; g < num_groups(); ++g) {
+    if (!is_storage(g)) continue;
+    const auto& pos = kv.positions[static_cast<size_t>(g)];
+    tensors.push_back({"group." + std::to_string(g) + ".positions",
+                       DType::I32,
+                       {static_cast<int64_t>(pos.size())},
+                       pos.data()});
+  }
+  for (int l = 0; l < layout_.num_layers(); ++l) {
+    const ExtractedKv::Layer& layer = kv.layers[static_cast<size_t>(l)];
+    if (layer.group < 0) continue;
+    const int64_t n = static_cast<int64_t>(kv.positions[static_cast<size_t>(layer.group)].size());
+    const std::vector<int64_t> shape = {n, layer.kv_heads, layer.head_dim};
+    tensors.push_back({"layer." + std::to_string(l) + ".k", layer.dtype, shape, layer.k.data()});
+    tensors.push_back({"layer." + std::to_string(l) + ".v", layer.dtype, shape, layer.v.data()});
+  }
+  io::write_safetensors(path, tensors,
+                        {{"format", "ringlm-kv"},
+                         {"version", "1"},
+                         {"length", std::to_string(kv.length)},
+                         {"block_tokens", std::to_string(config_.block_tokens)},
+                         {"layout", layout_json(layout_).dump()}});
+}
+
+SequenceId PagedKvCache::load(const std::string& path) {
+  io::SafetensorsFile file(path);
+  const auto& meta = file.metadata();
+  const auto field = [&](const std::string& name) {
+    auto it = meta.find(name);
+    RINGLM_USER_CHECK(it != meta.end(), path, ": not a ringlm KV file (no metadata '", name, "')");
+    return it->second;
+  };
+  RINGLM_USER_CHECK(field("format") == "ringlm-kv", path, ": metadata format is '", field("format"),
+                    "', expected 'ringlm-kv'");
+  RINGLM_USER_CHECK(field("version") == "1", path, ": KV file version ", field("version"),
+                    " is not supported (expected 1)");
+  int64_t length = -1;
+  try {
+    size_t used = 0;
+    length = std::stoll(field("length"), &used);
+    if (used != field("length").size()) length = -1;
+  } catch (const std::exception&) {
+    length = -1;
+  }
+  RINGLM_USER_CHECK(length > 0 && length <= INT32_MAX, path, ": metadata length '", field("length"),
+                    "' is not a positive token count");
+  json stored;
+  try {
+    stored = json::parse(field("layout"));
+  } catch (const json::exception& e) {
+    RINGLM_USER_CHECK(false, path, ": metadata layout is not valid JSON (", e.what(), ")");
+  }
+  const json mine = layout_json(layout_);
+  RINGLM_USER_CHECK(stored.is_array() && stored.size() == mine.size(), path, ": layout has ",
+                    stored.is_array() ? stored.size() : 0, " layer groups, this cache has ",
+                    mine.size());
+  for (size_t g = 0; g < mine.size(); ++g) {
+    for (const auto& [key, value] : mine[g].items()) {
+      RINGLM_USER_CHECK(
+          stored[g].is_object() && stored[g].contains(key) && stored[g][key] == value, path,
+          ": layout field groups[", g, "].", key, " is ",
+          stored[g].is_object() && stored[g].contains(key) ? stored[g][key].dump() : "missing",
+          ", this cache has ", value.dump());
+    }
+  }
+
+  const int64_t bt = config_.block_tokens;
+  // Positions per group, validated: ascending, inside the sequence, covering what the next query
+  // reads (all of it for a full group).
+  std::vector<std::vector<int32_t>> positions(layout_.groups.size());
+  std::vector<std::vector<int32_t>> tables(layout_.groups.size());
+  for (int g = 0; g < num_groups(); ++g) {
+    if (!is_storage(g)) continue;
+    const std::string name = "group." + std::to_string(g) + ".positions";
+    const Tensor t = file.get(name);
+    RINGLM_USER_CHECK(t.dtype == DType::I32 && t.ndim == 1, path, ": ", name,
+                      " must be I32[n], found ", t.describe());
+    auto& pos = positions[static_cast<size_t>(g)];
+    for (int64_t i = 0; i < t.numel(); ++i) {
+      int32_t p;
+      std::memcpy(&p, static_cast<const std::byte*>(t.data) + i * 4, 4);
+      RINGLM_USER_CHECK(p >= 0 && p < length && (pos.empty() || p > pos.back()), path, ": ", name,
+                        "[", i, "] = ", p, " is not ascending inside [0, ", length, ")");
+      pos.push_back(p);
+    }
+    const LayerGroup& grp = group(g);
+    const int64_t lo = grp.window > 0 ? std::max<int64_t>(0, length - grp.window + 1) : 0;
+    const int64_t sinks = std::min<int64_t>(grp.sink_tokens, length);
+    const auto held = [&](int64_t p) { return std::binary_search(pos.begin(), pos.end(), p); };
+    for (int64_t p = 0; p < length; ++p) {
+      if (p < sinks || p >= lo) {
+        RINGLM_USER_CHECK(held(p), path, ": ", name, " lacks position ", p,
+                          ", which the next query reads");
+      }
+    }
+    auto& table = tables[static_cast<size_t>(g)];
+    table.assign(static_cast<size_t>((length + bt - 1) / bt), 0);
+    int64_t blocks = 0;
+    for (size_t i = 0; i < pos.size(); ++i) {
+      if (i == 0 || pos[i] / bt != pos[i - 1] / bt) ++blocks;
+    }
+    RINGLM_USER_CHECK(blocks <= free_blocks(g) - outstanding_total(g), path, ": layer group ", g,
+                      " needs ", blocks, " free KV blocks, ", free_blocks(g) - outstanding_total(g),
+                      " are available");
+    for (int l : grp.layers) {
+      for (const char* kv : {".k", ".v"}) {
+        const std::string tname = "layer." + std::to_string(l) + kv;
+        const Tensor x = file.get(tname);
+        RINGLM_USER_CHECK(x.dtype == grp.format.dtype && x.ndim == 3 &&
+                              x.shape[0] == static_cast<int64_t>(pos.size()) &&
+                              x.shape[1] == grp.kv_heads && x.shape[2] == grp.head_dim,
+                          path, ": ", tname, " is ", x.describe(), ", expected ",
+                          dtype_name(grp.format.dtype), "[", pos.size(), ", ", grp.kv_heads, ", ",
+                          grp.head_dim, "]");
+      }
+    }
+  }
+
+  const SequenceId seq = add_sequence();
+  Sequence& s = seqs_[seq];
+  s.length = length;
+  s.reserved = length;
+  for (int g = 0; g < num_groups(); ++g) {
+    if (!is_storage(g)) continue;
+    auto& table = tables[static_cast<size_t>(g)];
+    BlockPool& p = *storage_[static_cast<size_t>(g)].pool;
+    for (int32_t pos : positions[static_cast<size_t>(g)]) {
+      int32_t& b = table[static_cast<size_t>(pos / bt)];
+      if (b == 0) b = p.allocate();
+    }
+    s.tables[static_cast<size_t>(g)] = table;
+  }
+  for (int l = 0; l < layout_.num_layers(); ++l) {
+    const int g = layout_.group_of_layer[static_cast<size_t>(l)];
+    if (!is_storage(g)) continue;
+    const size_t row = token_bytes(group(g));
+    const ops::KvLayerView view = layer_view(l);
+    const Tensor k = file.get("layer." + std::to_string(l) + ".k");
+    const Tensor v = file.get("layer." + std::to_string(l) + ".v");
+    const auto& pos = positions[static_cast<size_t>(g)];
+    for (size_t i = 0; i < pos.size(); ++i) {
+      const auto slot = static_cast<size_t>(this->slot(seq, g, pos[i]));
+      std::memcpy(static_cast<std::byte*>(view.k.data) + slot * row,
+                  static_cast<const std::byte*>(k.data) + i * row, row);
+      std::memcpy(static_cast<std::byte*>(view.v.data) + slot * row,
+                  static_cast<const std::byte*>(v.data) + i * row, row);
+    }
+  }
+  return seq;
+}
+
+}  // namespace ringlm::kv
