@@ -4,6 +4,43 @@
 
 namespace ringlm::models {
 
+DecoderDims decoder_dims(const io::ModelConfig& c) {
+  const DecoderDims dims{c.hidden_size, c.num_attention_heads, c.num_key_value_heads,
+                         c.head_dim,    c.intermediate_size,   c.vocab_size};
+  RINGLM_USER_CHECK(dims.kv_heads > 0 && dims.heads % dims.kv_heads == 0, "num_attention_heads ",
+                    dims.heads, " is not a multiple of num_key_value_heads ", dims.kv_heads);
+  return dims;
+}
+
+std::vector<kv::LayerKvSpec> kv_specs(const DecoderDims& dims, const std::vector<int>& windows) {
+  std::vector<kv::LayerKvSpec> specs;
+  for (int window : windows) {
+    kv::LayerKvSpec s;
+    s.kv_heads = static_cast<int>(dims.kv_heads);
+    s.head_dim = static_cast<int>(dims.head_dim);
+    s.window = window;
+    specs.push_back(s);
+  }
+  return specs;
+}
+
+EmbeddingAndHead load_embedding_and_head(const WeightLoader& loader,
+                                         const std::string& model_prefix,
+                                         const std::string& lm_head_name,
+                                         const io::ModelConfig& c) {
+  EmbeddingAndHead out;
+  out.embed = loader.required(model_prefix + "embed_tokens.weight", {c.vocab_size, c.hidden_size});
+  out.final_norm = loader.required(model_prefix + "norm.weight", {c.hidden_size});
+  if (loader.has(lm_head_name)) {
+    out.lm_head = loader.required(lm_head_name, {c.vocab_size, c.hidden_size});
+  } else {
+    RINGLM_USER_CHECK(c.tie_word_embeddings, loader.dir(), ": missing tensor ", lm_head_name,
+                      " (and tie_word_embeddings is false)");
+    out.lm_head = out.embed;
+  }
+  return out;
+}
+
 Tensor WeightLoader::required(const std::string& name, std::initializer_list<int64_t> dims) const {
   Tensor t = store_.get(name);
   check_shape(t, dims, (store_.dir() + ": " + name).c_str());

@@ -6,7 +6,9 @@
 #include <string>
 
 #include "core/arena.h"
+#include "io/model_config.h"
 #include "io/safetensors.h"
+#include "kv/layout.h"
 #include "kv/paged_kv_cache.h"
 #include "kv/step_plan.h"
 #include "ops/ops.h"
@@ -22,6 +24,12 @@ struct DecoderDims {
   int64_t vocab = 0;
 };
 
+// The shape of a decoder from its config; checks that query heads group evenly over KV heads.
+DecoderDims decoder_dims(const io::ModelConfig& config);
+
+// One KV spec per layer: the model's KV shape with each layer's window (0 = full attention).
+std::vector<kv::LayerKvSpec> kv_specs(const DecoderDims& dims, const std::vector<int>& windows);
+
 // Looks tensors up by name and checks their shapes; errors name the tensor and checkpoint.
 class WeightLoader {
  public:
@@ -34,6 +42,20 @@ class WeightLoader {
  private:
   const io::WeightStore& store_;
 };
+
+// Token embedding, final norm and LM head. An absent head means tied embeddings, which the config
+// must allow (tie_word_embeddings).
+struct EmbeddingAndHead {
+  Tensor embed;       // [V, H]
+  Tensor final_norm;  // [H]
+  Tensor lm_head;     // [V, H] (== embed when tied)
+};
+// model_prefix: "model." (or a multimodal checkpoint's text-tower prefix); lm_head_name: the full
+// name of an untied head.
+EmbeddingAndHead load_embedding_and_head(const WeightLoader& loader,
+                                         const std::string& model_prefix,
+                                         const std::string& lm_head_name,
+                                         const io::ModelConfig& config);
 
 struct AttentionWeights {
   Tensor q, k, v, o;                      // [Hq*D, H], [Hkv*D, H], [Hkv*D, H], [H, Hq*D]

@@ -41,10 +41,7 @@ class GemmaModel final : public Model {
   GemmaModel(io::ModelConfig config, std::unique_ptr<io::WeightStore> weights)
       : Model(std::move(config), std::move(weights)) {
     const auto& c = config_;
-    dims_ = {c.hidden_size, c.num_attention_heads, c.num_key_value_heads,
-             c.head_dim,    c.intermediate_size,   c.vocab_size};
-    RINGLM_USER_CHECK(dims_.heads % dims_.kv_heads == 0, "num_attention_heads ", dims_.heads,
-                      " is not a multiple of num_key_value_heads ", dims_.kv_heads);
+    dims_ = decoder_dims(c);
     activation_ = activation_from_name(c.hidden_act, c.model_type);
     norm_ = {static_cast<float>(c.rms_norm_eps), true};
     global_rope_ = ops::make_rope_table(c.rope.at("full_attention"), dims_.head_dim,
@@ -60,15 +57,11 @@ class GemmaModel final : public Model {
   }
 
   std::vector<kv::LayerKvSpec> kv_layers() const override {
-    std::vector<kv::LayerKvSpec> specs;
+    std::vector<int> windows;
     for (const GemmaLayer& layer : layers_) {
-      kv::LayerKvSpec s;
-      s.kv_heads = static_cast<int>(dims_.kv_heads);
-      s.head_dim = static_cast<int>(dims_.head_dim);
-      s.window = layer.sliding ? static_cast<int>(config_.sliding_window) : 0;
-      specs.push_back(s);
+      windows.push_back(layer.sliding ? static_cast<int>(config_.sliding_window) : 0);
     }
-    return specs;
+    return kv_specs(dims_, windows);
   }
 
   size_t activation_bytes(int64_t max_tokens, int64_t max_logits) const override {
@@ -105,21 +98,17 @@ class GemmaModel final : public Model {
     const auto& c = config_;
     const WeightLoader loader(*weights_);
     const TensorPrefixes prefixes = find_prefixes(loader);
-    embed_ = loader.required(prefixes.model + "embed_tokens.weight", {c.vocab_size, dims_.hidden});
+    const EmbeddingAndHead loaded =
+        load_embedding_and_head(loader, prefixes.model, prefixes.lm_head, c);
+    embed_ = loaded.embed;
+    final_norm_ = loaded.final_norm;
+    lm_head_ = loaded.lm_head;
     // transformers keeps sqrt(hidden) in the embedding's dtype, so a bf16 checkpoint scales by
     // the bf16-rounded value.
     const float scale = std::sqrt(static_cast<float>(dims_.hidden));
     embed_scale_ = embed_.dtype == DType::BF16  ? bf16_to_f32(f32_to_bf16(scale))
                    : embed_.dtype == DType::F16 ? f16_to_f32(f32_to_f16(scale))
                                                 : scale;
-    final_norm_ = loader.required(prefixes.model + "norm.weight", {dims_.hidden});
-    if (loader.has(prefixes.lm_head)) {
-      lm_head_ = loader.required(prefixes.lm_head, {c.vocab_size, dims_.hidden});
-    } else {
-      RINGLM_USER_CHECK(c.tie_word_embeddings, loader.dir(), ": missing tensor ", prefixes.lm_head,
-                        " (and tie_word_embeddings is false)");
-      lm_head_ = embed_;
-    }
     RINGLM_USER_CHECK(c.layer_types.size() == static_cast<size_t>(c.num_hidden_layers),
                       loader.dir(), ": layer_types has ", c.layer_types.size(), " entries for ",
                       c.num_hidden_layers, " layers");

@@ -21,10 +21,7 @@ class LlamaModel final : public Model {
   LlamaModel(io::ModelConfig config, std::unique_ptr<io::WeightStore> weights)
       : Model(std::move(config), std::move(weights)) {
     const auto& c = config_;
-    dims_ = {c.hidden_size, c.num_attention_heads, c.num_key_value_heads,
-             c.head_dim,    c.intermediate_size,   c.vocab_size};
-    RINGLM_USER_CHECK(dims_.heads % dims_.kv_heads == 0, "num_attention_heads ", dims_.heads,
-                      " is not a multiple of num_key_value_heads ", dims_.kv_heads);
+    dims_ = decoder_dims(c);
     activation_ = activation_from_name(c.hidden_act, c.model_type);
     rope_ = ops::make_rope_table(c.rope.at("full_attention"), dims_.head_dim,
                                  c.max_position_embeddings);
@@ -33,15 +30,9 @@ class LlamaModel final : public Model {
   }
 
   std::vector<kv::LayerKvSpec> kv_layers() const override {
-    std::vector<kv::LayerKvSpec> specs;
-    for (const LlamaLayer& layer : layers_) {
-      kv::LayerKvSpec s;
-      s.kv_heads = static_cast<int>(dims_.kv_heads);
-      s.head_dim = static_cast<int>(dims_.head_dim);
-      s.window = layer.window;
-      specs.push_back(s);
-    }
-    return specs;
+    std::vector<int> windows;
+    for (const LlamaLayer& layer : layers_) windows.push_back(layer.window);
+    return kv_specs(dims_, windows);
   }
 
   size_t activation_bytes(int64_t max_tokens, int64_t max_logits) const override {
@@ -73,15 +64,10 @@ class LlamaModel final : public Model {
   void load_weights() {
     const auto& c = config_;
     const WeightLoader loader(*weights_);
-    embed_ = loader.required("model.embed_tokens.weight", {c.vocab_size, dims_.hidden});
-    final_norm_ = loader.required("model.norm.weight", {dims_.hidden});
-    if (loader.has("lm_head.weight")) {
-      lm_head_ = loader.required("lm_head.weight", {c.vocab_size, dims_.hidden});
-    } else {
-      RINGLM_USER_CHECK(c.tie_word_embeddings, loader.dir(),
-                        ": missing tensor lm_head.weight (and tie_word_embeddings is false)");
-      lm_head_ = embed_;
-    }
+    const EmbeddingAndHead loaded = load_embedding_and_head(loader, "model.", "lm_head.weight", c);
+    embed_ = loaded.embed;
+    final_norm_ = loaded.final_norm;
+    lm_head_ = loaded.lm_head;
     for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
       const std::string p = "model.layers." + std::to_string(l) + ".";
       LlamaLayer layer;

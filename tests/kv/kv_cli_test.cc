@@ -2,9 +2,7 @@
 // runner gives in process with the same configuration; bad values are one clear error, exit 1.
 #include <gtest/gtest.h>
 
-#include <sys/wait.h>
-#include <array>
-#include <cstdio>
+#include "cli/cli_util.h"
 
 #include "engine/runner.h"
 #include "models/golden_util.h"
@@ -13,24 +11,11 @@
 namespace ringlm {
 namespace {
 
-struct Outcome {
-  int exit_code = -1;
-  std::string output;
-};
+using testing::Outcome;
 
 // stdout, and stderr too unless `quiet`.
 Outcome run(const std::string& args, bool quiet = false) {
-  const std::string command =
-      std::string(RINGLM_BINARY) + " " + args + (quiet ? " 2>/dev/null" : " 2>&1");
-  FILE* pipe = popen(command.c_str(), "r");
-  Outcome out;
-  if (pipe == nullptr) return out;
-  std::array<char, 4096> buf{};
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) out.output.append(buf.data(), n);
-  const int status = pclose(pipe);
-  out.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return out;
+  return testing::run(args, "", quiet);
 }
 
 TEST(KvCli, MaxKvSizeGenerateEqualsTheRunner) {
