@@ -85,7 +85,13 @@ void attention(const Tensor& q, const KvLayerView& kv, const AttentionRows& rows
                " is negative");
   check_rows(rows, q.shape[0], kv.k.shape[0], kv.block_tokens());
 #ifdef RINGLM_HAS_CUDA
-  if (dev == Device::CUDA) return cuda::attention(q, kv, rows, params, out);
+  if (dev == Device::CUDA) {
+    // Attention sinks (--max-kv-size keep) are CPU-only until the CUDA kernel learns them.
+    RINGLM_USER_CHECK(
+        params.sink_tokens == 0,
+        "attention sinks (--kv-keep with --max-kv-size) are not supported on CUDA yet");
+    return cuda::attention(q, kv, rows, params, out);
+  }
 #endif
   cpu::attention(q, kv, rows, params, out);
 }
