@@ -49,8 +49,9 @@ TEST(JinjaErrors, RuntimeErrorsNameTheLine) {
 }
 
 TEST(JinjaErrors, RaiseExceptionCarriesTheMessage) {
-  TemplateError e = render_error("{% if messages|length == 0 %}\n{{ raise_exception('No messages!') }}{% endif %}",
-                                 ojson{{"messages", ojson::array()}});
+  TemplateError e = render_error(
+      "{% if messages|length == 0 %}\n{{ raise_exception('No messages!') }}{% endif %}",
+      ojson{{"messages", ojson::array()}});
   EXPECT_EQ(e.kind(), ErrorKind::Raised);
   EXPECT_EQ(e.detail(), "No messages!");
   EXPECT_EQ(e.line(), 2);
@@ -70,8 +71,7 @@ TEST(JinjaErrors, InvalidUtf8TemplateIsRejected) {
 TEST(JinjaLimits, UnboundedRecursionStops) {
   TemplateError e = render_error("{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}");
   EXPECT_EQ(e.kind(), ErrorKind::Limit);
-  e = render_error(
-      "{% for m in [[1]] recursive %}{{ loop([m]) }}{% endfor %}");
+  e = render_error("{% for m in [[1]] recursive %}{{ loop([m]) }}{% endfor %}");
   EXPECT_EQ(e.kind(), ErrorKind::Limit);
 }
 
@@ -92,7 +92,8 @@ TEST(JinjaLimits, StringAndListGrowthIsBounded) {
   RenderOptions opt;
   opt.limits.max_string_bytes = 1 << 20;
   TemplateError e = render_error(
-      "{% set ns = namespace(s='ab') %}{% for i in range(40) %}{% set ns.s = ns.s + ns.s %}{% endfor %}",
+      "{% set ns = namespace(s='ab') %}{% for i in range(40) %}{% set ns.s = ns.s + ns.s %}{% "
+      "endfor %}",
       ojson::object(), opt);
   EXPECT_EQ(e.kind(), ErrorKind::Limit);
   e = render_error("{{ 'x' * 100000000000 }}", ojson::object(), opt);
@@ -100,7 +101,8 @@ TEST(JinjaLimits, StringAndListGrowthIsBounded) {
   e = render_error("{{ [1] * 100000000000 }}", ojson::object(), opt);
   EXPECT_EQ(e.kind(), ErrorKind::Limit);
   e = render_error(
-      "{% set ns = namespace(l=[0]) %}{% for i in range(300) %}{% set ns.l = [ns.l] %}{% endfor %}");
+      "{% set ns = namespace(l=[0]) %}{% for i in range(300) %}{% set ns.l = [ns.l] %}{% endfor "
+      "%}");
   EXPECT_EQ(e.kind(), ErrorKind::Limit);
 }
 
@@ -138,8 +140,7 @@ TEST(ChatTemplate, ContinueFinalMessage) {
   in.messages = ojson::parse(
       R"([{"role": "user", "content": "q"}, {"role": "assistant", "content": "The answer is "}])");
   in.continue_final_message = true;
-  std::string tmpl =
-      "{% for m in messages %}<{{ m.role }}>{{ m.content | trim }}</s>{% endfor %}";
+  std::string tmpl = "{% for m in messages %}<{{ m.role }}>{{ m.content | trim }}</s>{% endfor %}";
   EXPECT_EQ(render_chat(tmpl, in), "<user>q</s><assistant>The answer is");
   in.add_generation_prompt = true;
   EXPECT_THROW(render_chat(tmpl, in), ringlm::Error);
