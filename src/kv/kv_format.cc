@@ -38,7 +38,7 @@ size_t KvFormat::bytes_per_token(int kv_heads, int head_dim) const {
 
 void KvFormat::check_supported(int head_dim) const {
   RINGLM_USER_CHECK(encoding == KvEncoding::Dense, "KV format ", name(),
-                    " is not implemented yet (supported: f32, bf16, f16)");
+                    " is not available in the KV cache yet (supported: f32, bf16, f16)");
   RINGLM_USER_CHECK(dtype == DType::F32 || dtype == DType::BF16 || dtype == DType::F16,
                     "KV format ", name(), ": dense KV must be f32, bf16 or f16");
   RINGLM_USER_CHECK(head_dim > 0, "KV format ", name(), ": head_dim ", head_dim,

@@ -15,7 +15,8 @@ namespace ringlm::kv {
 
 enum class KvEncoding : uint8_t {
   Dense,   // one `dtype` element per value
-  Affine,  // `bits`-bit codes per value + scale/bias per group (not implemented yet)
+  Affine,  // `bits`-bit codes + scale/bias per group: parsed and sized; the cache refuses it
+           // until quantized attention lands (issue 4 slice 2; codec in kv/affine_codec.h)
 };
 
 struct KvFormat {
