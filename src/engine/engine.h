@@ -117,7 +117,7 @@ struct EngineStats {
 class Engine {
  public:
   // Takes ownership of nothing: model and tokenizer must outlive the engine.
-  Engine(models::Model& model, const tokenizer::Tokenizer& tokenizer, const EngineConfig& config);
+  Engine(models::Model& model, const Tokenizer& tokenizer, const EngineConfig& config);
   ~Engine();  // stops the loop; running requests finish with Cancelled
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
@@ -137,7 +137,7 @@ class Engine {
   EngineStats stats() const;
   int64_t max_model_len() const;
   const models::Model& model() const;
-  const tokenizer::Tokenizer& tokenizer() const;
+  const Tokenizer& tokenizer() const;
 
  private:
   struct Impl;
