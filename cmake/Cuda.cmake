@@ -49,6 +49,8 @@ if(RINGLM_TESTS)
   add_executable(ringlm_cuda_tests ${RINGLM_CUDA_TEST_SOURCES})
   target_compile_options(ringlm_cuda_tests PRIVATE ${RINGLM_WARNINGS})
   target_include_directories(ringlm_cuda_tests PRIVATE ${CMAKE_SOURCE_DIR}/tests)
+  target_compile_definitions(ringlm_cuda_tests PRIVATE
+    RINGLM_FIXTURES_DIR="${CMAKE_SOURCE_DIR}/tests/fixtures")
   target_link_libraries(ringlm_cuda_tests PRIVATE ringlm_lib GTest::gtest GTest::gtest_main)
   # Without a GPU (CI) every test skips; on the GPU machine scripts/gpu-check runs it.
   add_test(NAME ringlm_cuda_tests COMMAND ringlm_cuda_tests)

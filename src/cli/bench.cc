@@ -1,5 +1,14 @@
-// `ringlm bench`: prefill and decode throughput of a model on random prompt tokens (greedy). The
-// numbers go to docs/benchmarks.md next to a same-run reference; unit tests never time anything.
+// `ringlm bench`: throughput of a model on random tokens (greedy), on CPU or GPU. Two modes:
+// - prompts (default): B random prompts of --prompt-len tokens are prefilled and decoded --gen
+//   tokens through the continuous-batching loop; reports prefill and decode tokens/s.
+// - --context N: steady-state decode at a given context. Each of B rows starts with N tokens of
+//   zero K/V (decode speed does not depend on the values, and prefilling 256 × 32k tokens would
+//   dominate the run), then decodes --gen steps; reports tokens/s, ms/step, and the bytes each step
+//   must read (weights + the K/V its rows see) for a roofline comparison.
+// The numbers go to docs/benchmarks.md next to a same-run reference; unit tests never time
+// anything.
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <random>
 
@@ -13,58 +22,196 @@
 
 namespace ringlm::cli {
 
-int run_bench(int argc, char** argv) {
-  Args args(argc, argv,
-            {"model", "prompt-len", "gen", "batch", "threads", "kv-memory", "max-step-tokens",
-             "kv-format", "max-kv-size", "kv-keep", "repeat", "json"},
-            {"json"});
-  apply_threads(args);
-  auto model = models::load_model(args.required("model"));
-  const int64_t prompt_len = args.integer("prompt-len", 128);
-  const int64_t gen = args.integer("gen", 128);
-  const int64_t batch = args.integer("batch", 1);
-  const int64_t repeat = args.integer("repeat", 3);
-  RINGLM_USER_CHECK(prompt_len >= 1 && gen >= 1 && batch >= 1 && repeat >= 1,
-                    "--prompt-len, --gen, --batch and --repeat must be positive");
-  engine::Runner runner(*model, runner_config(args));
+namespace {
+
+struct BenchShape {
+  int64_t batch = 1;
+  int64_t prompt_len = 128;  // prompts mode
+  int64_t context = 0;       // > 0: synthetic-context decode mode
+  int64_t gen = 128;
+  int64_t repeat = 3;
+};
+
+// K/V bytes one decode step at `context` tokens per row reads, over all layers.
+double kv_bytes_per_step(engine::Runner& runner, const models::Model& model,
+                         const BenchShape& shape) {
+  double bytes = 0;
+  const auto specs = engine::kv_cache_config(model, runner.config()).layers;
+  for (size_t l = 0; l < specs.size(); ++l) {
+    const ops::KvLayerView view = runner.cache().layer_view(static_cast<int>(l));
+    const int64_t window = specs[l].window;
+    const int64_t seen = window > 0 ? std::min(shape.context + 1, window) : shape.context + 1;
+    const double token_bytes = 2.0 * static_cast<double>(view.kv_heads() * view.head_dim()) *
+                               static_cast<double>(dtype_size(view.k.dtype));
+    bytes += token_bytes * static_cast<double>(seen);
+  }
+  return bytes * static_cast<double>(shape.batch);
+}
+
+// Synthetic-context decode: returns the best tokens/s over `repeat` runs of `gen` steps.
+double decode_at_context(engine::Runner& runner, const models::Model& model,
+                         const BenchShape& shape, double* best_step_ms) {
+  auto& cache = runner.cache();
+  cache.zero_storage();
   std::mt19937 rng(1234);
-  std::uniform_int_distribution<int32_t> token(0, static_cast<int32_t>(model->vocab_size() - 1));
-  std::vector<std::vector<int32_t>> prompts(static_cast<size_t>(batch));
+  std::uniform_int_distribution<int32_t> token(0, static_cast<int32_t>(model.vocab_size() - 1));
+  double best = 0;
+  for (int64_t r = 0; r <= shape.repeat; ++r) {  // run 0 warms up
+    std::vector<kv::SequenceId> seqs;
+    std::vector<int32_t> next;
+    for (int64_t b = 0; b < shape.batch; ++b) {
+      const kv::SequenceId seq = cache.add_sequence();
+      RINGLM_USER_CHECK(cache.reserve(seq, shape.context + shape.gen + 1),
+                        "--kv-memory is too small for ", shape.batch, " rows of ",
+                        shape.context + shape.gen + 1, " tokens");
+      RINGLM_CHECK(cache.append(seq, shape.context), "append of the synthetic context failed");
+      seqs.push_back(seq);
+      next.push_back(token(rng));
+    }
+    const auto start = std::chrono::steady_clock::now();
+    for (int64_t step = 0; step < shape.gen; ++step) {
+      std::vector<kv::RowRequest> rows;
+      for (size_t b = 0; b < seqs.size(); ++b) {
+        RINGLM_CHECK(cache.append(seqs[b], 1), "decode append failed");
+        rows.push_back({seqs[b], {next[b]}, shape.context + step, false, true});
+      }
+      kv::StepPlan plan(rows, cache);
+      next = runner.step_argmax(plan);
+    }
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    for (kv::SequenceId seq : seqs) cache.release(seq);
+    if (r == 0) continue;
+    const double tok_s = static_cast<double>(shape.batch * shape.gen) / seconds;
+    if (tok_s > best) {
+      best = tok_s;
+      *best_step_ms = seconds * 1e3 / static_cast<double>(shape.gen);
+    }
+  }
+  return best;
+}
+
+}  // namespace
+
+namespace {
+
+std::vector<int64_t> list_flag(const Args& args, const std::string& name, int64_t fallback) {
+  if (!args.has(name)) return {fallback};
+  const auto values = args.int_list(name);
+  RINGLM_USER_CHECK(!values.empty(), "--", name, " needs at least one value");
+  return {values.begin(), values.end()};
+}
+
+nlohmann::json bench_one(engine::Runner& runner, models::Model& model, const BenchShape& shape) {
+  nlohmann::json out = {{"batch", shape.batch}, {"gen", shape.gen}};
+  if (shape.context > 0) {
+    double step_ms = 0;
+    const double tok_s = decode_at_context(runner, model, shape, &step_ms);
+    const double kv_bytes = kv_bytes_per_step(runner, model, shape);
+    const double moved = kv_bytes + static_cast<double>(model.weights().total_bytes());
+    out["context"] = shape.context;
+    out["decode_tok_s"] = tok_s;
+    out["step_ms"] = step_ms;
+    out["kv_bytes_per_step"] = kv_bytes;
+    out["bytes_per_step"] = moved;
+    out["achieved_gb_s"] = moved / (step_ms * 1e-3) / 1e9;
+    return out;
+  }
+  std::mt19937 rng(1234);
+  std::uniform_int_distribution<int32_t> token(0, static_cast<int32_t>(model.vocab_size() - 1));
+  std::vector<std::vector<int32_t>> prompts(static_cast<size_t>(shape.batch));
   for (auto& p : prompts) {
-    p.resize(static_cast<size_t>(prompt_len));
+    p.resize(static_cast<size_t>(shape.prompt_len));
     for (auto& t : p) t = token(rng);
   }
   engine::GreedyOptions options;
-  options.max_new_tokens = gen;
-  options.max_rows = static_cast<int>(batch);
+  options.max_new_tokens = shape.gen;
+  options.max_rows = static_cast<int>(shape.batch);
   // One warm-up run (page in the weights), then the best of `repeat` timed runs.
   engine::generate_greedy(runner, prompts, options);
   double best_prefill = 0, best_decode = 0;
-  for (int64_t r = 0; r < repeat; ++r) {
+  for (int64_t r = 0; r < shape.repeat; ++r) {
     const auto result = engine::generate_greedy(runner, prompts, options);
     const double prefill = static_cast<double>(result.prompt_tokens) / result.prefill_seconds;
     // The first generated token of each row comes from its prefill step.
     const double decode =
-        static_cast<double>(result.generated_tokens - batch) / result.decode_seconds;
+        static_cast<double>(result.generated_tokens - shape.batch) / result.decode_seconds;
     best_prefill = std::max(best_prefill, prefill);
     best_decode = std::max(best_decode, decode);
   }
-  nlohmann::json out = {{"model", args.required("model")},
-                        {"model_type", model->config().model_type},
-                        {"threads", ThreadPool::global().num_threads()},
-                        {"batch", batch},
-                        {"prompt_len", prompt_len},
-                        {"gen", gen},
-                        {"prefill_tok_s", best_prefill},
-                        {"decode_tok_s", best_decode}};
-  if (args.has("json")) {
-    std::printf("%s\n", out.dump().c_str());
-  } else {
-    std::printf(
-        "%s threads=%d batch=%lld prompt=%lld gen=%lld: prefill %.1f tok/s, decode %.2f tok/s\n",
-        model->config().model_type.c_str(), ThreadPool::global().num_threads(),
-        static_cast<long long>(batch), static_cast<long long>(prompt_len),
-        static_cast<long long>(gen), best_prefill, best_decode);
+  out["prompt_len"] = shape.prompt_len;
+  out["prefill_tok_s"] = best_prefill;
+  out["decode_tok_s"] = best_decode;
+  return out;
+}
+
+}  // namespace
+
+int run_bench(int argc, char** argv) {
+  Args args(argc, argv,
+            {"model", "prompt-len", "context", "gen", "batch", "threads", "kv-memory",
+             "max-step-tokens", "kv-format", "max-kv-size", "kv-keep", "repeat", "json", "device"},
+            {"json"});
+  apply_threads(args);
+  const Device device = device_flag(args);
+  auto model = models::load_model(args.required("model"), device);
+  BenchShape base;
+  base.gen = args.integer("gen", base.gen);
+  base.repeat = args.integer("repeat", base.repeat);
+  const auto batches = list_flag(args, "batch", 1);
+  const auto contexts = list_flag(args, "context", 0);
+  const auto prompt_lens = list_flag(args, "prompt-len", base.prompt_len);
+  const int64_t max_batch = *std::max_element(batches.begin(), batches.end());
+  RINGLM_USER_CHECK(*std::min_element(prompt_lens.begin(), prompt_lens.end()) >= 1 &&
+                        base.gen >= 1 && base.repeat >= 1 &&
+                        *std::min_element(batches.begin(), batches.end()) >= 1 &&
+                        *std::min_element(contexts.begin(), contexts.end()) >= 0,
+                    "--prompt-len, --gen, --batch and --repeat must be positive, --context >= 0");
+  engine::RunnerConfig config = runner_config(args);
+  config.max_sequences = static_cast<int>(std::max<int64_t>(max_batch, config.max_sequences));
+  config.max_step_tokens = std::max(config.max_step_tokens, max_batch);
+  engine::Runner runner(*model, config);
+  std::vector<BenchShape> shapes;
+  for (int64_t context : contexts) {
+    for (int64_t prompt_len : context > 0 ? std::vector<int64_t>{0} : prompt_lens) {
+      for (int64_t batch : batches) {
+        BenchShape shape = base;
+        shape.batch = batch;
+        shape.context = context;
+        shape.prompt_len = prompt_len;
+        shapes.push_back(shape);
+      }
+    }
+  }
+  for (const BenchShape& shape : shapes) {
+    {
+      const int64_t batch = shape.batch, context = shape.context;
+      nlohmann::json out = bench_one(runner, *model, shape);
+      out["model"] = args.required("model");
+      out["model_type"] = model->config().model_type;
+      out["device"] = device_name(device);
+      out["threads"] = ThreadPool::global().num_threads();
+      out["kv_format"] = config.kv_format.name();
+      out["weight_bytes"] = model->weights().total_bytes();
+      if (args.has("json")) {
+        std::printf("%s\n", out.dump().c_str());
+      } else if (context > 0) {
+        std::printf("%s %s batch=%lld context=%lld: decode %.2f tok/s, %.3f ms/step, %.1f GB/s\n",
+                    model->config().model_type.c_str(), device_name(device),
+                    static_cast<long long>(batch), static_cast<long long>(context),
+                    out["decode_tok_s"].get<double>(), out["step_ms"].get<double>(),
+                    out["achieved_gb_s"].get<double>());
+      } else {
+        std::printf(
+            "%s %s threads=%d batch=%lld prompt=%lld gen=%lld: prefill %.1f tok/s, decode %.2f "
+            "tok/s\n",
+            model->config().model_type.c_str(), device_name(device),
+            ThreadPool::global().num_threads(), static_cast<long long>(batch),
+            static_cast<long long>(shape.prompt_len), static_cast<long long>(base.gen),
+            out["prefill_tok_s"].get<double>(), out["decode_tok_s"].get<double>());
+      }
+      std::fflush(stdout);
+    }
   }
   return 0;
 }

@@ -15,10 +15,10 @@ namespace ringlm::cli {
 int run_chat(int argc, char** argv) {
   Args args(argc, argv,
             {"model", "max-tokens", "threads", "kv-memory", "max-step-tokens", "system",
-             "kv-format", "max-kv-size", "kv-keep"});
+             "kv-format", "max-kv-size", "kv-keep", "device"});
   apply_threads(args);
   const std::string dir = args.required("model");
-  auto model = models::load_model(dir);
+  auto model = models::load_model(dir, device_flag(args));
   const Tokenizer tokenizer = Tokenizer::load(dir);
   engine::Runner runner(*model, runner_config(args));
   engine::GreedyOptions options;

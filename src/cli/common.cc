@@ -1,5 +1,6 @@
 #include "cli/common.h"
 
+#include "core/device_memory.h"
 #include "core/thread_pool.h"
 
 namespace ringlm::cli {
@@ -27,6 +28,12 @@ engine::RunnerConfig runner_config(const Args& args) {
   config.max_kv_size = static_cast<int>(max_kv);
   config.kv_keep = static_cast<int>(keep);
   return config;
+}
+
+Device device_flag(const Args& args) {
+  const Device device = args.has("device") ? parse_device(args.str("device")) : Device::CPU;
+  check_device_usable(device);
+  return device;
 }
 
 std::vector<std::vector<int32_t>> parse_prompts(const std::string& text, int64_t vocab_size) {

@@ -29,12 +29,12 @@ double rate(int64_t count, double seconds) {
 int run_generate(int argc, char** argv) {
   Args args(argc, argv,
             {"model", "prompt", "prompt-tokens", "max-tokens", "threads", "kv-memory",
-             "max-step-tokens", "kv-format", "max-kv-size", "kv-keep"});
+             "max-step-tokens", "kv-format", "max-kv-size", "kv-keep", "device"});
   apply_threads(args);
   const std::string dir = args.required("model");
   RINGLM_USER_CHECK(args.has("prompt") != args.has("prompt-tokens"),
                     "give exactly one of --prompt TEXT and --prompt-tokens IDS");
-  auto model = models::load_model(dir);
+  auto model = models::load_model(dir, device_flag(args));
   engine::Runner runner(*model, runner_config(args));
   engine::GreedyOptions options;
   options.max_new_tokens = args.integer("max-tokens", 32);

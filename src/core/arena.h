@@ -8,18 +8,20 @@
 #include <initializer_list>
 #include <memory>
 
+#include "core/device_memory.h"
 #include "core/tensor.h"
 
 namespace ringlm {
 
 class Arena {
  public:
-  explicit Arena(size_t capacity_bytes);
-  ~Arena();
+  explicit Arena(size_t capacity_bytes, Device device = Device::CPU);
   Arena(const Arena&) = delete;
   Arena& operator=(const Arena&) = delete;
 
-  // Returns a contiguous tensor inside the arena; throws when the arena is exhausted.
+  Device device() const { return memory_.device(); }
+  // Returns a contiguous tensor inside the arena (on its device); throws when the arena is
+  // exhausted.
   Tensor alloc(DType dtype, std::initializer_list<int64_t> dims);
   void* alloc_bytes(size_t bytes);
   void reset() { used_ = 0; }
@@ -31,7 +33,7 @@ class Arena {
   static constexpr size_t kAlignment = 64;
 
  private:
-  std::byte* base_ = nullptr;
+  DeviceMemory memory_;
   size_t capacity_ = 0;
   size_t used_ = 0;
   size_t high_water_ = 0;

@@ -5,6 +5,9 @@
 #include <deque>
 
 #include "ops/ops.h"
+#ifdef RINGLM_HAS_CUDA
+#include "backends/cuda/plan_upload.h"
+#endif
 
 namespace ringlm::engine {
 
@@ -19,23 +22,63 @@ kv::KvCacheConfig kv_cache_config(const models::Model& model, const RunnerConfig
   kv.max_sequences = config.max_sequences;
   kv.max_step_tokens = config.max_step_tokens;
   kv.lookahead = config.lookahead;
+  kv.device = model.device();
   return kv;
 }
 
 Runner::Runner(models::Model& model, const RunnerConfig& config) : model_(model), config_(config) {
   cache_ = std::make_unique<kv::PagedKvCache>(kv_cache_config(model, config));
   arena_ = std::make_unique<Arena>(
-      model.activation_bytes(config.max_step_tokens, config.max_step_tokens));
-  logits_.resize(static_cast<size_t>(config.max_step_tokens * model.vocab_size()));
+      model.activation_bytes(config.max_step_tokens, config.max_step_tokens), model.device());
+  const auto logit_floats = static_cast<size_t>(config.max_step_tokens * model.vocab_size());
+  if (model.device() == Device::CPU) {
+    logits_.resize(logit_floats);
+  } else {
+    logits_device_ = DeviceMemory(model.device(), logit_floats * sizeof(float));
+#ifdef RINGLM_HAS_CUDA
+    plan_uploader_ = std::make_shared<cuda::PlanUploader>();
+#endif
+  }
 }
 
-Tensor Runner::step(const kv::StepPlan& plan) {
+Tensor Runner::forward(kv::StepPlan& plan) {
   RINGLM_CHECK(plan.num_tokens() <= config_.max_step_tokens, "step of ", plan.num_tokens(),
                " tokens exceeds max_step_tokens ", config_.max_step_tokens);
   const auto wanted = static_cast<int64_t>(plan.logit_tokens().size());
-  Tensor logits(logits_.data(), DType::F32, {wanted, model_.vocab_size()});
+  if (model_.device() == Device::CPU) {
+    Tensor logits(logits_.data(), DType::F32, {wanted, model_.vocab_size()});
+    model_.forward(plan, *cache_, *arena_, logits);
+    return logits;
+  }
+#ifdef RINGLM_HAS_CUDA
+  static_cast<cuda::PlanUploader*>(plan_uploader_.get())->upload(plan);
+#endif
+  Tensor logits(logits_device_.data(), DType::F32, {wanted, model_.vocab_size()}, model_.device());
   model_.forward(plan, *cache_, *arena_, logits);
   return logits;
+}
+
+Tensor Runner::step(kv::StepPlan& plan) {
+  Tensor logits = forward(plan);
+  if (logits.device == Device::CPU) return logits;
+  logits_.resize(static_cast<size_t>(logits.numel()));
+  copy_bytes(logits_.data(), Device::CPU, logits.data, logits.device, logits.nbytes());
+  return Tensor(logits_.data(), DType::F32, {logits.size(0), logits.size(1)});
+}
+
+std::vector<int32_t> Runner::step_argmax(kv::StepPlan& plan) {
+  const Tensor logits = forward(plan);
+  std::vector<int32_t> ids(static_cast<size_t>(logits.size(0)));
+  if (ids.empty()) return ids;
+  Tensor host_ids(ids.data(), DType::I32, {logits.size(0)});
+  if (logits.device == Device::CPU) {
+    ops::argmax(logits, host_ids);
+    return ids;
+  }
+  Tensor device_ids = arena_->alloc(DType::I32, {logits.size(0)});
+  ops::argmax(logits, device_ids);
+  copy_bytes(ids.data(), Device::CPU, device_ids.data, device_ids.device, host_ids.nbytes());
+  return ids;
 }
 
 namespace {
@@ -111,10 +154,7 @@ GreedyResult generate_greedy(Runner& runner, const std::vector<std::vector<int32
                    "KV append beyond the reservation of sequence ", row.seq);
     }
     kv::StepPlan plan(rows, cache);
-    Tensor logits = runner.step(plan);
-    std::vector<int32_t> next(static_cast<size_t>(logits.size(0)));
-    Tensor next_ids(next.data(), DType::I32, {logits.size(0)});
-    ops::argmax(logits, next_ids);
+    const std::vector<int32_t> next = runner.step_argmax(plan);
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     (has_prefill ? result.prefill_seconds : result.decode_seconds) += seconds;

@@ -1,6 +1,7 @@
-// Runner: owns the per-step resources of one model (KV cache, activation arena, logits buffer) and
-// runs steps of many rows. generate_greedy drives one or more prompts to completion through it,
-// with chunked prefill and rows that join as soon as there is room and leave when they finish.
+// Runner: owns the per-step resources of one model (KV cache, activation arena, logits buffer) on
+// the model's device and runs steps of many rows. generate_greedy drives one or more prompts to
+// completion through it, with chunked prefill and rows that join as soon as there is room and leave
+// when they finish.
 #pragma once
 
 #include <cstdint>
@@ -27,6 +28,7 @@ struct RunnerConfig {
   int max_kv_size = 0;
   int kv_keep = 4;
 };
+// The device comes from the model (models::load_model(dir, device)).
 
 // The KV cache configuration a runner builds for the model (layer specs with the format and
 // --max-kv-size applied, block size, budget).
@@ -40,16 +42,24 @@ class Runner {
   kv::PagedKvCache& cache() { return *cache_; }
   const RunnerConfig& config() const { return config_; }
 
-  // Runs one planned step (KV room must be reserved); returns the wanted logits,
+  // Runs one planned step (KV room must be reserved); returns the wanted logits on the host,
   // F32[plan.logit_tokens().size(), vocab], valid until the next step.
-  Tensor step(const kv::StepPlan& plan);
+  Tensor step(kv::StepPlan& plan);
+  // Runs one step and returns the argmax of each wanted logit row (computed on the model's
+  // device: a GPU step copies back only the ids).
+  std::vector<int32_t> step_argmax(kv::StepPlan& plan);
 
  private:
   models::Model& model_;
   RunnerConfig config_;
   std::unique_ptr<kv::PagedKvCache> cache_;
+  // Attaches the plan's device tables and runs the forward into logits_device_ (or logits_).
+  Tensor forward(kv::StepPlan& plan);
+
   std::unique_ptr<Arena> arena_;
   std::vector<float> logits_;
+  DeviceMemory logits_device_;           // GPU models: F32[max_step_tokens, vocab]
+  std::shared_ptr<void> plan_uploader_;  // cuda::PlanUploader for GPU models
 };
 
 struct GreedyOptions {

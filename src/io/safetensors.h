@@ -8,9 +8,11 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
+#include "core/device_memory.h"
 #include "core/tensor.h"
 
 namespace ringlm::io {
@@ -62,6 +64,10 @@ class WeightStore {
 
   bool has(const std::string& name) const;
   Tensor get(const std::string& name) const;  // throws "missing tensor NAME in DIR" if absent
+  // From now on get() returns tensors on `device`: each is copied there on its first get() and
+  // kept (owned by the store) for the store's lifetime. CPU (the default) returns the mapping.
+  void set_device(Device device);
+  Device device() const { return device_; }
   const TensorInfo& info(const std::string& name) const;
   std::vector<std::string> names() const;  // sorted
   const std::string& dir() const { return dir_; }
@@ -76,6 +82,13 @@ class WeightStore {
   std::string dir_;
   std::vector<std::unique_ptr<SafetensorsFile>> files_;
   std::map<std::string, const SafetensorsFile*> owner_;
+  Device device_ = Device::CPU;
+  struct Uploaded {
+    DeviceMemory memory;
+    Tensor tensor;
+  };
+  mutable std::mutex uploads_mutex_;
+  mutable std::map<std::string, Uploaded> uploads_;
 };
 
 // Writes tensors to a .safetensors file (header sorted by name, 8-byte aligned data section, data

@@ -140,7 +140,25 @@ const TensorInfo& WeightStore::info(const std::string& name) const {
 Tensor WeightStore::get(const std::string& name) const {
   const auto it = owner_.find(name);
   if (it == owner_.end()) throw Error("missing tensor " + name + " in " + dir_);
-  return it->second->get(name);
+  const Tensor host = it->second->get(name);
+  if (device_ == Device::CPU) return host;
+  const std::lock_guard<std::mutex> lock(uploads_mutex_);
+  auto found = uploads_.find(name);
+  if (found == uploads_.end()) {
+    Uploaded up{DeviceMemory(device_, host.nbytes()), host};
+    copy_bytes(up.memory.data(), device_, host.data, Device::CPU, host.nbytes());
+    up.tensor.data = up.memory.data();
+    up.tensor.device = device_;
+    found = uploads_.emplace(name, std::move(up)).first;
+  }
+  return found->second.tensor;
+}
+
+void WeightStore::set_device(Device device) {
+  check_device_usable(device);
+  const std::lock_guard<std::mutex> lock(uploads_mutex_);
+  uploads_.clear();
+  device_ = device;
 }
 
 std::vector<std::string> WeightStore::names() const {

@@ -82,10 +82,10 @@ ExtractedKv PagedKvCache::extract(SequenceId seq) const {
     const ops::KvLayerView view = layer_view(l);
     for (size_t i = 0; i < positions.size(); ++i) {
       const auto slot = static_cast<size_t>(this->slot(seq, g, positions[i]));
-      std::memcpy(layer.k.data() + i * row, static_cast<const std::byte*>(view.k.data) + slot * row,
-                  row);
-      std::memcpy(layer.v.data() + i * row, static_cast<const std::byte*>(view.v.data) + slot * row,
-                  row);
+      copy_bytes(layer.k.data() + i * row, Device::CPU,
+                 static_cast<const std::byte*>(view.k.data) + slot * row, view.k.device, row);
+      copy_bytes(layer.v.data() + i * row, Device::CPU,
+                 static_cast<const std::byte*>(view.v.data) + slot * row, view.v.device, row);
     }
   }
   return out;
@@ -238,10 +238,10 @@ SequenceId PagedKvCache::load(const std::string& path) {
     const auto& pos = positions[static_cast<size_t>(g)];
     for (size_t i = 0; i < pos.size(); ++i) {
       const auto slot = static_cast<size_t>(this->slot(seq, g, pos[i]));
-      std::memcpy(static_cast<std::byte*>(view.k.data) + slot * row,
-                  static_cast<const std::byte*>(k.data) + i * row, row);
-      std::memcpy(static_cast<std::byte*>(view.v.data) + slot * row,
-                  static_cast<const std::byte*>(v.data) + i * row, row);
+      copy_bytes(static_cast<std::byte*>(view.k.data) + slot * row, view.k.device,
+                 static_cast<const std::byte*>(k.data) + i * row, Device::CPU, row);
+      copy_bytes(static_cast<std::byte*>(view.v.data) + slot * row, view.v.device,
+                 static_cast<const std::byte*>(v.data) + i * row, Device::CPU, row);
     }
   }
   return seq;

@@ -104,7 +104,7 @@ void PagedKvCache::split_budget() {
         bytes_per_block(g) / (2 * group(g).layers.size()) * static_cast<size_t>(n);
     // Left untouched: pages are committed only as blocks get written, so a large budget costs no
     // memory until it is used.
-    st.memory.reset(new std::byte[st.layer_tensor_bytes * 2 * group(g).layers.size()]);
+    st.memory = DeviceMemory(config_.device, st.layer_tensor_bytes * 2 * group(g).layers.size());
     st.pool = std::make_unique<BlockPool>(n);
   }
 }
@@ -139,22 +139,27 @@ ops::KvLayerView PagedKvCache::layer_view(int layer) const {
   const LayerGroup& grp = group(g);
   const Storage& st = storage_[static_cast<size_t>(g)];
   const auto slot = static_cast<size_t>(layout_.slot_of_layer[static_cast<size_t>(layer)]);
-  std::byte* base = st.memory.get() + 2 * st.layer_tensor_bytes * slot;
+  std::byte* base = st.memory.data() + 2 * st.layer_tensor_bytes * slot;
   const int64_t n = st.pool->num_blocks();
   ops::KvLayerView view;
-  view.k = Tensor(base, grp.format.dtype, {n, config_.block_tokens, grp.kv_heads, grp.head_dim});
+  view.k = Tensor(base, grp.format.dtype, {n, config_.block_tokens, grp.kv_heads, grp.head_dim},
+                  config_.device);
   view.v = Tensor(base + st.layer_tensor_bytes, grp.format.dtype,
-                  {n, config_.block_tokens, grp.kv_heads, grp.head_dim});
+                  {n, config_.block_tokens, grp.kv_heads, grp.head_dim}, config_.device);
   return view;
+}
+
+void PagedKvCache::zero_storage() {
+  for (Storage& st : storage_) zero_fill(st.memory);
 }
 
 void PagedKvCache::copy_block(int g, int32_t from, int32_t to) {
   const Storage& st = storage_[static_cast<size_t>(g)];
   const size_t block = bytes_per_block(g) / (2 * group(g).layers.size());
   for (size_t t = 0; t < 2 * group(g).layers.size(); ++t) {
-    std::byte* tensor = st.memory.get() + t * st.layer_tensor_bytes;
-    std::memcpy(tensor + static_cast<size_t>(to) * block,
-                tensor + static_cast<size_t>(from) * block, block);
+    std::byte* tensor = st.memory.data() + t * st.layer_tensor_bytes;
+    copy_bytes(tensor + static_cast<size_t>(to) * block, config_.device,
+               tensor + static_cast<size_t>(from) * block, config_.device, block);
   }
 }
 

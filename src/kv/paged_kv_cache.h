@@ -18,6 +18,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "core/device_memory.h"
 #include "core/tensor.h"
 #include "kv/block_pool.h"
 #include "kv/layout.h"
@@ -43,6 +44,7 @@ struct KvCacheConfig {
   std::vector<int64_t> group_blocks;
   // Oracle runs only: sliding groups keep every block (attention still applies the window).
   bool keep_all_blocks = false;
+  Device device = Device::CPU;  // where the pools live (the model's device)
 };
 
 using SequenceId = int64_t;
@@ -129,6 +131,8 @@ class PagedKvCache {
   // Storage of a layer ([num_blocks, block_tokens, kv_heads, head_dim]); a shared layer gets its
   // donor layer's.
   ops::KvLayerView layer_view(int layer) const;
+  // Sets every stored K/V byte to zero (benchmarks fill contexts without computing them).
+  void zero_storage();
   // The group whose tables a group's layers read: itself, or the donor of a shared group.
   int table_group(int g) const;
 
@@ -147,7 +151,7 @@ class PagedKvCache {
     std::vector<std::vector<int32_t>> tables;  // per group (empty for shared groups)
   };
   struct Storage {
-    std::unique_ptr<std::byte[]> memory;  // [layers][K|V][num_blocks, block_tokens, heads, dim]
+    DeviceMemory memory;  // [layers][K|V][num_blocks, block_tokens, heads, dim]
     std::unique_ptr<BlockPool> pool;
     size_t layer_tensor_bytes = 0;  // one of K or V of one layer, all blocks
   };

@@ -48,13 +48,34 @@ StepPlan::StepPlan(const std::vector<RowRequest>& rows, const PagedKvCache& cach
     gt.rows.context_len = context_len_.data();
     gt.rows.block_table = gt.block_tables.data();
     gt.rows.max_blocks = static_cast<int>(max_blocks);
+    // Checked once here, so attention does not walk every block table on every layer.
+    ops::check_attention_rows(gt.rows, num_tokens(), cache.num_blocks(g),
+                              cache.config().block_tokens);
+    gt.rows.tables_checked = true;
   }
 }
 
+void StepPlan::set_device_tables(DeviceTables tables) {
+  RINGLM_CHECK(tables.slots.size() == groups_.size() && tables.rows_mirror.size() == groups_.size(),
+               "device tables for ", tables.slots.size(), " groups, the plan has ", groups_.size());
+  device_ = std::move(tables);
+  on_device_ = true;
+  for (size_t g = 0; g < groups_.size(); ++g)
+    groups_[g].rows.device_mirror = device_.rows_mirror[g];
+}
+
+Tensor StepPlan::logit_token_ids() const {
+  if (on_device_) return device_.logit_tokens;
+  return Tensor(const_cast<int32_t*>(logit_tokens_.data()), DType::I32,
+                {static_cast<int64_t>(logit_tokens_.size())});
+}
+
 Tensor StepPlan::token_ids() const {
+  if (on_device_) return device_.token_ids;
   return Tensor(const_cast<int32_t*>(token_ids_.data()), DType::I32, {num_tokens()});
 }
 Tensor StepPlan::positions() const {
+  if (on_device_) return device_.positions;
   return Tensor(const_cast<int32_t*>(positions_.data()), DType::I32, {num_tokens()});
 }
 
@@ -67,7 +88,9 @@ const ops::AttentionRows& StepPlan::attention_rows(int group) const {
 Tensor StepPlan::slots(int group) const {
   RINGLM_CHECK(group >= 0 && group < static_cast<int>(groups_.size()), "group ", group,
                " out of range");
-  const auto& s = groups_[static_cast<size_t>(table_group_[static_cast<size_t>(group)])].slots;
+  const auto tg = static_cast<size_t>(table_group_[static_cast<size_t>(group)]);
+  if (on_device_) return device_.slots[tg];
+  const auto& s = groups_[tg].slots;
   return Tensor(const_cast<int32_t*>(s.data()), DType::I32, {num_tokens()});
 }
 

@@ -38,9 +38,12 @@ class StepPlan {
   int64_t num_tokens() const { return static_cast<int64_t>(token_ids_.size()); }
   int num_rows() const { return static_cast<int>(query_start_.size()) - 1; }
 
-  Tensor token_ids() const;  // I32[T]
-  Tensor positions() const;  // I32[T]
-  // Indices into the flattened tokens whose logits are wanted, in row order.
+  // These tensors are on the model's device: host vectors, or their mirrors once
+  // set_device_tables() has attached them.
+  Tensor token_ids() const;        // I32[T]
+  Tensor positions() const;        // I32[T]
+  Tensor logit_token_ids() const;  // I32[logit_tokens().size()]
+  // Indices into the flattened tokens whose logits are wanted, in row order (host).
   const std::vector<int32_t>& logit_tokens() const { return logit_tokens_; }
   // For row r, the first index into logit_tokens() and how many it owns.
   int32_t logits_begin(int row) const { return logit_begin_[static_cast<size_t>(row)]; }
@@ -60,6 +63,19 @@ class StepPlan {
   const ops::AttentionRows& attention_rows(int group) const;
   Tensor slots(int group) const;  // I32[T]
 
+  int num_groups() const { return static_cast<int>(groups_.size()); }
+  int table_group(int group) const { return table_group_[static_cast<size_t>(group)]; }
+
+  // Copies of the plan's tables on the model's device, made by the runner once per step
+  // (backends/cuda/plan_upload.h). Attention rows keep their host tables (for checks and kernel
+  // selection) and gain the backend mirror.
+  struct DeviceTables {
+    Tensor token_ids, positions, logit_tokens;  // I32 on the device
+    std::vector<Tensor> slots;                  // per group (table groups only), I32[T]
+    std::vector<const void*> rows_mirror;       // per group: ops::AttentionRows::device_mirror
+  };
+  void set_device_tables(DeviceTables tables);
+
   AttentionFn attention_fn() const { return attention_fn_; }
   void set_attention_fn(AttentionFn fn) { attention_fn_ = fn; }
 
@@ -78,6 +94,8 @@ class StepPlan {
   std::vector<int32_t> logit_tokens_;
   std::vector<int32_t> logit_begin_;
   std::vector<GroupTables> groups_;  // per group (shared groups' entries stay empty)
+  bool on_device_ = false;
+  DeviceTables device_;
   AttentionFn attention_fn_ = &ops::attention;
 };
 

@@ -1,7 +1,5 @@
 #include "models/decoder.h"
 
-#include <algorithm>
-
 namespace ringlm::models {
 
 DecoderDims decoder_dims(const io::ModelConfig& c) {
@@ -151,12 +149,9 @@ void mlp_block(const MlpWeights& w, ops::Activation activation, StepBuffers& b, 
 void lm_head(const Tensor& x, const Tensor& final_norm, const Tensor& head,
              const LmHeadConfig& config, const kv::StepPlan& plan, Arena& arena, Tensor& logits) {
   const auto wanted = static_cast<int64_t>(plan.logit_tokens().size());
-  const int64_t hidden = x.size(1);
-  Tensor last = arena.alloc(DType::F32, {wanted, hidden});
-  for (int64_t i = 0; i < wanted; ++i) {
-    const int32_t t = plan.logit_tokens()[static_cast<size_t>(i)];
-    std::copy_n(x.row<float>(t), hidden, last.row<float>(i));
-  }
+  Tensor last = arena.alloc(DType::F32, {wanted, x.size(1)});
+  // Gathers the wanted tokens' rows: an embedding lookup whose table is x.
+  ops::embedding(plan.logit_token_ids(), x, 1.0f, last);
   ops::rms_norm(last, final_norm, config.norm, last);
   ops::matmul(last, head, Tensor(), logits);
   if (config.final_softcap > 0) ops::softcap(logits, config.final_softcap);

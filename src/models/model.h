@@ -20,6 +20,9 @@ class Model {
 
   const io::ModelConfig& config() const { return config_; }
   int64_t vocab_size() const { return config_.vocab_size; }
+  // Where the weights live and the forward runs (its KV cache and arena must be there too).
+  Device device() const { return weights_->device(); }
+  const io::WeightStore& weights() const { return *weights_; }
   // One entry per layer: KV heads, head_dim, sliding window, donor (shared KV). The caller picks
   // the storage format and may bound full layers (kv::apply_max_kv_size).
   virtual std::vector<kv::LayerKvSpec> kv_layers() const = 0;
@@ -36,9 +39,9 @@ class Model {
   std::unique_ptr<io::WeightStore> weights_;
 };
 
-// Reads config.json, picks the family by model_type and maps the weights. Unknown model_type ->
-// ringlm::Error listing the supported ones.
-std::unique_ptr<Model> load_model(const std::string& model_dir);
+// Reads config.json, picks the family by model_type and maps the weights (and, for Device::CUDA,
+// copies them to the GPU). Unknown model_type -> ringlm::Error listing the supported ones.
+std::unique_ptr<Model> load_model(const std::string& model_dir, Device device = Device::CPU);
 std::vector<std::string> supported_model_types();
 
 }  // namespace ringlm::models

@@ -27,7 +27,7 @@ std::vector<std::string> supported_model_types() {
   return names;
 }
 
-std::unique_ptr<Model> load_model(const std::string& model_dir) {
+std::unique_ptr<Model> load_model(const std::string& model_dir, Device device) {
   io::ModelConfig config = io::load_model_config(model_dir);
   const auto& families = registry();
   auto it = families.find(config.model_type);
@@ -39,6 +39,7 @@ std::unique_ptr<Model> load_model(const std::string& model_dir) {
                       "' (supported: ", supported.str(), ")");
   }
   auto weights = std::make_unique<io::WeightStore>(model_dir);
+  weights->set_device(device);
   return it->second(std::move(config), std::move(weights));
 }
 

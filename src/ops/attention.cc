@@ -28,9 +28,12 @@ void check_kv_view(const KvLayerView& kv, const char* op) {
                ": empty K/V block layout ", kv.k.describe());
 }
 
+}  // namespace
+
 // Query ranges cover [0, T) in order; every row fits its queries in its context, and the blocks
 // its context needs are valid block ids.
-void check_rows(const AttentionRows& rows, int64_t T, int64_t num_blocks, int block_tokens) {
+void check_attention_rows(const AttentionRows& rows, int64_t T, int64_t num_blocks,
+                          int block_tokens) {
   RINGLM_CHECK(rows.num_rows >= 0, "attention: num_rows ", rows.num_rows, " is negative");
   if (rows.num_rows == 0) {
     RINGLM_CHECK(T == 0, "attention: ", T, " query tokens but no rows");
@@ -53,7 +56,7 @@ void check_rows(const AttentionRows& rows, int64_t T, int64_t num_blocks, int bl
     const int64_t blocks = (ctx + block_tokens - 1) / block_tokens;
     RINGLM_CHECK(n == 0 || blocks <= rows.max_blocks, "attention: row ", r, " needs ", blocks,
                  " blocks for ", ctx, " tokens but max_blocks is ", rows.max_blocks);
-    if (n == 0) continue;
+    if (n == 0 || rows.tables_checked) continue;
     const int32_t* table = rows.block_table + static_cast<int64_t>(r) * rows.max_blocks;
     for (int64_t b = 0; b < blocks; ++b) {
       RINGLM_CHECK(table[b] >= 0 && table[b] < num_blocks, "attention: row ", r, " block_table[", b,
@@ -61,7 +64,6 @@ void check_rows(const AttentionRows& rows, int64_t T, int64_t num_blocks, int bl
     }
   }
 }
-}  // namespace
 
 void attention(const Tensor& q, const KvLayerView& kv, const AttentionRows& rows,
                const AttentionParams& params, Tensor& out) {
@@ -83,13 +85,16 @@ void attention(const Tensor& q, const KvLayerView& kv, const AttentionRows& rows
   RINGLM_CHECK(params.window >= 0, "attention: window ", params.window, " is negative");
   RINGLM_CHECK(params.sink_tokens >= 0, "attention: sink_tokens ", params.sink_tokens,
                " is negative");
-  check_rows(rows, q.shape[0], kv.k.shape[0], kv.block_tokens());
+  check_attention_rows(rows, q.shape[0], kv.k.shape[0], kv.block_tokens());
 #ifdef RINGLM_HAS_CUDA
   if (dev == Device::CUDA) {
     // Attention sinks (--max-kv-size keep) are CPU-only until the CUDA kernel learns them.
     RINGLM_USER_CHECK(
         params.sink_tokens == 0,
         "attention sinks (--kv-keep with --max-kv-size) are not supported on CUDA yet");
+    if (rows.device_mirror != nullptr)
+      return cuda::attention(q, kv, *static_cast<const cuda::DeviceRows*>(rows.device_mirror),
+                             params, out);
     return cuda::attention(q, kv, rows, params, out);
   }
 #endif

@@ -98,7 +98,17 @@ struct AttentionRows {
   const int32_t* context_len = nullptr;
   const int32_t* block_table = nullptr;  // [num_rows, max_blocks]
   int max_blocks = 0;
+  // Set by kv::StepPlan, which checks its tables against the pools once per step: attention then
+  // skips the per-block check on every layer.
+  bool tables_checked = false;
+  // Backend copy of these tables, uploaded once per step (cuda::DeviceRows for CUDA tensors);
+  // null: a CUDA attention call uploads the host tables itself.
+  const void* device_mirror = nullptr;
 };
+// The checks attention applies to `rows` (query ranges cover [0, T), contexts hold their queries,
+// block ids in [0, num_blocks)); throws ringlm::Error naming the row.
+void check_attention_rows(const AttentionRows& rows, int64_t T, int64_t num_blocks,
+                          int block_tokens);
 // Query i of row r (n queries) sits at position context_len[r] - n + i and attends causally to
 // keys at positions <= its own, and within `window` of it when window > 0. With sink_tokens = s
 // as well (attention sinks, mlx-lm RotatingKVCache `keep`), the query at p sees the keys

@@ -8,6 +8,7 @@
 #include "engine/runner.h"
 #include "models/golden_util.h"
 #include "models/model.h"
+#include "models/parity_util.h"
 
 namespace ringlm {
 namespace {
@@ -16,63 +17,12 @@ using testing::Golden;
 
 class DecoderParity : public ::testing::TestWithParam<std::string> {};
 
-// Runs the prompt as rows of `chunk`-token prefill steps, optionally beside a second row, and
-// returns the logits of every prompt position of the first row.
-std::vector<float> prompt_logits(models::Model& model, const std::vector<int32_t>& prompt,
-                                 int64_t chunk, const std::vector<int32_t>* neighbour) {
-  engine::RunnerConfig rc;
-  rc.kv_memory_bytes = size_t{64} << 20;
-  rc.block_tokens = 16;
-  rc.max_step_tokens = 2 * static_cast<int64_t>(prompt.size()) + 8;
-  engine::Runner runner(model, rc);
-  auto& cache = runner.cache();
-  const auto seq = cache.add_sequence();
-  EXPECT_TRUE(cache.reserve(seq, static_cast<int64_t>(prompt.size())));
-  kv::SequenceId other = 0;
-  if (neighbour != nullptr) {
-    other = cache.add_sequence();
-    EXPECT_TRUE(cache.reserve(other, static_cast<int64_t>(neighbour->size())));
-  }
-  std::vector<float> out;
-  for (size_t start = 0; start < prompt.size(); start += static_cast<size_t>(chunk)) {
-    const size_t end = std::min(prompt.size(), start + static_cast<size_t>(chunk));
-    std::vector<kv::RowRequest> rows;
-    if (neighbour != nullptr && start < neighbour->size()) {
-      // The neighbour runs a different chunking so rows' token ranges never line up.
-      const size_t n_end = std::min(neighbour->size(), start + static_cast<size_t>(chunk));
-      rows.push_back({other,
-                      {neighbour->begin() + static_cast<int64_t>(start),
-                       neighbour->begin() + static_cast<int64_t>(n_end)},
-                      static_cast<int64_t>(start),
-                      true,
-                      true});
-      EXPECT_TRUE(cache.append(other, static_cast<int64_t>(n_end - start)));
-    }
-    rows.push_back(
-        {seq,
-         {prompt.begin() + static_cast<int64_t>(start), prompt.begin() + static_cast<int64_t>(end)},
-         static_cast<int64_t>(start),
-         true,
-         true});
-    EXPECT_TRUE(cache.append(seq, static_cast<int64_t>(end - start)));
-    kv::StepPlan plan(rows, cache);
-    Tensor logits = runner.step(plan);
-    const int mine = static_cast<int>(rows.size()) - 1;
-    const float* first = logits.row<float>(plan.logits_begin(mine));
-    out.insert(out.end(), first, first + plan.logits_count(mine) * model.vocab_size());
-  }
-  cache.release(seq);
-  if (other != 0) cache.release(other);
-  EXPECT_EQ(cache.used_blocks(), 0);
-  return out;
-}
-
 TEST_P(DecoderParity, LogitsMatchTransformersAtEveryPosition) {
   const Golden golden = testing::load_golden(GetParam());
   auto model = models::load_model(testing::fixture_model_dir(GetParam()));
   ASSERT_EQ(model->vocab_size(), golden.vocab);
-  const auto logits =
-      prompt_logits(*model, golden.prompt, static_cast<int64_t>(golden.prompt.size()), nullptr);
+  const auto logits = testing::prompt_logits(*model, golden.prompt,
+                                             static_cast<int64_t>(golden.prompt.size()), nullptr);
   ASSERT_EQ(logits.size(), golden.logits.size());
   const auto positions = golden.prompt.size();
   for (size_t p = 0; p < positions; ++p) {
@@ -103,12 +53,12 @@ TEST_P(DecoderParity, GreedyContinuationMatchesTransformers) {
 TEST_P(DecoderParity, ChunkedAndBatchedPrefillEqualsSerialBitExactly) {
   const Golden golden = testing::load_golden(GetParam());
   auto model = models::load_model(testing::fixture_model_dir(GetParam()));
-  const auto whole =
-      prompt_logits(*model, golden.prompt, static_cast<int64_t>(golden.prompt.size()), nullptr);
+  const auto whole = testing::prompt_logits(*model, golden.prompt,
+                                            static_cast<int64_t>(golden.prompt.size()), nullptr);
   std::vector<int32_t> neighbour(golden.prompt.rbegin(), golden.prompt.rend());
   neighbour.resize(neighbour.size() / 2 + 3);
   for (int64_t chunk : {1, 7, 16, 33}) {
-    const auto chunked = prompt_logits(*model, golden.prompt, chunk, &neighbour);
+    const auto chunked = testing::prompt_logits(*model, golden.prompt, chunk, &neighbour);
     ASSERT_EQ(chunked.size(), whole.size());
     for (size_t i = 0; i < whole.size(); ++i) {
       ASSERT_EQ(chunked[i], whole[i]) << GetParam() << " chunk " << chunk << " index " << i;

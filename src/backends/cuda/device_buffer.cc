@@ -6,19 +6,32 @@
 
 namespace ringlm::cuda {
 
-DeviceBuffer::DeviceBuffer(size_t bytes) : bytes_(bytes) {
-  if (bytes == 0) return;
-  const cudaError_t status = cudaMalloc(&ptr_, bytes);
+void* device_malloc(size_t bytes) {
+  void* ptr = nullptr;
+  const cudaError_t status = cudaMalloc(&ptr, bytes);
   if (status != cudaSuccess) {
     (void)cudaGetLastError();
-    ptr_ = nullptr;
-    bytes_ = 0;
     RINGLM_FAIL("cudaMalloc of ", bytes, " bytes failed: ", cudaGetErrorString(status));
+  }
+  return ptr;
+}
+
+void device_free(void* ptr) {
+  if (ptr != nullptr) (void)cudaFree(ptr);  // cudaFree waits for work that uses it
+}
+
+DeviceBuffer::DeviceBuffer(size_t bytes) : bytes_(bytes) {
+  if (bytes == 0) return;
+  try {
+    ptr_ = device_malloc(bytes);
+  } catch (...) {
+    bytes_ = 0;
+    throw;
   }
 }
 
 DeviceBuffer::~DeviceBuffer() {
-  if (ptr_ != nullptr) (void)cudaFree(ptr_);  // cudaFree waits for work that uses it
+  device_free(ptr_);
 }
 
 DeviceBuffer::DeviceBuffer(DeviceBuffer&& other) noexcept
@@ -44,6 +57,12 @@ void copy_to_device(void* dst, const void* src, size_t bytes) {
   if (bytes == 0) return;
   RINGLM_CUDA_CHECK(
       cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, Context::get().stream()));
+}
+
+void copy_on_device(void* dst, const void* src, size_t bytes) {
+  if (bytes == 0) return;
+  RINGLM_CUDA_CHECK(
+      cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, Context::get().stream()));
 }
 
 void copy_to_host(void* dst, const void* src, size_t bytes) {

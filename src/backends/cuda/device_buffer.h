@@ -29,6 +29,13 @@ class DeviceBuffer {
   size_t bytes_ = 0;
 };
 
+// cudaMalloc / cudaFree (throws ringlm::Error when the device is out of memory; device_free waits
+// for work that uses the memory).
+void* device_malloc(size_t bytes);
+void device_free(void* ptr);
+
+// Device -> device on the backend stream.
+void copy_on_device(void* dst, const void* src, size_t bytes);
 // Host -> device on the backend stream; src may be reused as soon as this returns.
 void copy_to_device(void* dst, const void* src, size_t bytes);
 // Device -> host: waits for the stream (cuda::synchronize(), so device-side errors throw here).

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# bench/gpu_decode.sh OUTDIR — on the GPU machine, after a CUDA build (RINGLM=path to the binary,
+# default build-cuda/ringlm). Decode throughput of a Llama-3.1-8B-shaped bf16 checkpoint with
+# random weights (written once by `ringlm random-model`), for B x context, with the bytes each
+# step must read and the fraction of the H200's measured copy bandwidth (4.27 TB/s); then the same
+# shape through PyTorch + transformers (compiled StaticCache generate) in the same run.
+# Writes OUTDIR/ringlm_decode.jsonl, OUTDIR/torch_decode.jsonl and OUTDIR/decode.md.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+out=${1:?usage: bench/gpu_decode.sh OUTDIR}
+mkdir -p "$out"
+ringlm=${RINGLM:-build-cuda/ringlm}
+model=${MODEL_DIR:-/tmp/ringlm-bench/llama-3.1-8b}
+preset=${PRESET:-llama-3.1-8b}
+kv_mib=${KV_MIB:-100000}
+
+if [ ! -f "$model/config.json" ]; then
+  /usr/bin/time -f "random-model: %e s" "$ringlm" random-model --preset "$preset" --out "$model" \
+    --dtype bf16
+fi
+bench() { "$ringlm" bench --model "$model" --device cuda --kv-memory "$kv_mib" --gen 32 \
+  --repeat 2 --json "$@"; }
+{
+  bench --context 512 --batch 1,8,32,64,128,256
+  bench --context 4096 --batch 1,8,32,64,128
+  bench --context 32768 --batch 1,8,16
+} | tee "$out/ringlm_decode.jsonl"
+"$ringlm" bench --model "$model" --device cuda --kv-memory 20000 --prompt-len 512,2048 \
+  --batch 1 --gen 2 --repeat 2 --max-step-tokens 8192 --json | tee "$out/ringlm_prefill.jsonl" ||
+  true
+if [ "${SKIP_TORCH:-0}" != 1 ]; then
+  python3 bench/torch_gpu_decode.py --model "$model" --batch "${TORCH_BATCH:-1,8,32}" \
+    --mode compiled | tee "$out/torch_decode.jsonl" || echo "torch reference failed" >&2
+fi
+python3 bench/decode_table.py "$out" | tee "$out/decode.md"
