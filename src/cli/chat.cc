@@ -61,10 +61,7 @@ int run_tokenize(int argc, char** argv) {
   const Tokenizer tokenizer = Tokenizer::load(args.required("model"));
   const auto ids = tokenizer.encode(args.required("text"), !args.has("no-special"));
   std::string out;
-  for (size_t i = 0; i < ids.size(); ++i) {
-    if (i > 0) out += ',';  // not `"," + to_string`: GCC 12 -O2 flags that with -Wrestrict
-    out += std::to_string(ids[i]);
-  }
+  for (size_t i = 0; i < ids.size(); ++i) out += (i ? "," : "") + std::to_string(ids[i]);
   std::printf("%s\n", out.c_str());
   return 0;
 }

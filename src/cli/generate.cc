@@ -16,10 +16,7 @@ namespace {
 
 std::string join_ids(const std::vector<int32_t>& ids) {
   std::string line;
-  for (size_t i = 0; i < ids.size(); ++i) {
-    if (i > 0) line += ',';  // not `"," + to_string`: GCC 12 -O2 flags that with -Wrestrict
-    line += std::to_string(ids[i]);
-  }
+  for (size_t i = 0; i < ids.size(); ++i) line += (i ? "," : "") + std::to_string(ids[i]);
   return line;
 }
 
