@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 
 #include "cli/cli_util.h"
 #include "cli/text_io.h"
@@ -110,6 +112,11 @@ TEST_P(DefaultModel, ChatTemplatePromptAndAnswerMatchTransformers) {
   const Tokenizer tokenizer = Tokenizer::load(dir);
   const nlohmann::ordered_json messages = nlohmann::ordered_json::array(
       {{{"role", "user"}, {"content", golden.metadata.at("chat_user")}}});
+  // The template is the one whose renders tests/jinja checks against jinja2 (ringlm_kjv).
+  std::ifstream fixture(std::string(RINGLM_FIXTURES_DIR) + "/chat_templates/ringlm_kjv.jinja");
+  const std::string fixture_template((std::istreambuf_iterator<char>(fixture)),
+                                     std::istreambuf_iterator<char>());
+  EXPECT_EQ(tokenizer.chat_template().value_or(""), fixture_template);
   const auto prompt = cli::encode_chat(tokenizer, messages, nlohmann::ordered_json::object());
   EXPECT_EQ(tokenizer.decode(prompt), golden.metadata.at("chat_prompt"));
   ASSERT_EQ(prompt, golden_ids(GetParam(), "chat_prompt_ids"));
