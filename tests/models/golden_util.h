@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -19,11 +20,17 @@ struct Golden {
   std::vector<float> logits;  // [prompt, vocab]
   int64_t vocab = 0;
   std::vector<int32_t> greedy;
+  std::map<std::string, std::string> metadata;  // the file's __metadata__
 };
 
+inline std::string golden_path(const std::string& name) {
+  return std::string(RINGLM_FIXTURES_DIR) + "/goldens/" + name + ".safetensors";
+}
+
 inline Golden load_golden(const std::string& name) {
-  io::SafetensorsFile file(std::string(RINGLM_FIXTURES_DIR) + "/goldens/" + name + ".safetensors");
+  io::SafetensorsFile file(golden_path(name));
   Golden g;
+  g.metadata = file.metadata();
   const Tensor prompt = file.get("prompt_ids");
   const Tensor logits = file.get("logits");
   const Tensor greedy = file.get("greedy_ids");

@@ -245,6 +245,7 @@ TEMPLATES = {
     "phi3_5": {"bos_token": "<s>", "eos_token": "<|endoftext|>", "unk_token": "<unk>"},
     "phi4": {"bos_token": "<|endoftext|>", "eos_token": "<|im_end|>"},
     "phi4_mini": {"bos_token": "<|endoftext|>", "eos_token": "<|endoftext|>"},
+    "ringlm_kjv": {"bos_token": "<s>", "eos_token": "</s>", "pad_token": "<pad>"},
 }
 
 
