@@ -18,6 +18,8 @@ engine::RunnerConfig runner_config(const Args& args) {
   config.kv_memory_bytes = static_cast<size_t>(mib) << 20;
   config.max_step_tokens = args.integer("max-step-tokens", config.max_step_tokens);
   RINGLM_USER_CHECK(config.max_step_tokens >= 1, "--max-step-tokens must be at least 1");
+  // Without --kv-format, K/V are stored in the checkpoint's dtype.
+  config.kv_format_auto = !args.has("kv-format");
   if (args.has("kv-format")) config.kv_format = kv::KvFormat::parse(args.str("kv-format"));
   const int64_t max_kv = args.integer("max-kv-size", 0);
   const int64_t keep = args.integer("kv-keep", config.kv_keep);

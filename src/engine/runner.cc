@@ -7,6 +7,7 @@
 #include "ops/ops.h"
 #ifdef RINGLM_HAS_CUDA
 #include "backends/cuda/plan_upload.h"
+#include "backends/cuda/step_graph.h"
 #endif
 
 namespace ringlm::engine {
@@ -14,7 +15,14 @@ namespace ringlm::engine {
 kv::KvCacheConfig kv_cache_config(const models::Model& model, const RunnerConfig& config) {
   kv::KvCacheConfig kv;
   kv.layers = model.kv_layers();
-  for (auto& layer : kv.layers) layer.format = config.kv_format;
+  kv::KvFormat format = config.kv_format;
+  if (config.kv_format_auto) {
+    const std::string& dtype = model.config().torch_dtype;
+    format = kv::KvFormat::dense(dtype == "bfloat16"  ? DType::BF16
+                                 : dtype == "float16" ? DType::F16
+                                                      : DType::F32);
+  }
+  for (auto& layer : kv.layers) layer.format = format;
   if (config.max_kv_size > 0)
     kv.layers = kv::apply_max_kv_size(std::move(kv.layers), config.max_kv_size, config.kv_keep);
   kv.block_tokens = config.block_tokens;
@@ -35,8 +43,11 @@ Runner::Runner(models::Model& model, const RunnerConfig& config) : model_(model)
     logits_.resize(logit_floats);
   } else {
     logits_device_ = DeviceMemory(model.device(), logit_floats * sizeof(float));
+    argmax_device_ =
+        DeviceMemory(model.device(), static_cast<size_t>(config.max_step_tokens) * sizeof(int32_t));
 #ifdef RINGLM_HAS_CUDA
     plan_uploader_ = std::make_shared<cuda::PlanUploader>();
+    step_graphs_ = std::make_shared<cuda::StepGraphs>();
 #endif
   }
 }
@@ -50,11 +61,26 @@ Tensor Runner::forward(kv::StepPlan& plan) {
     model_.forward(plan, *cache_, *arena_, logits);
     return logits;
   }
-#ifdef RINGLM_HAS_CUDA
-  static_cast<cuda::PlanUploader*>(plan_uploader_.get())->upload(plan);
-#endif
   Tensor logits(logits_device_.data(), DType::F32, {wanted, model_.vocab_size()}, model_.device());
-  model_.forward(plan, *cache_, *arena_, logits);
+#ifdef RINGLM_HAS_CUDA
+  auto& uploader = *static_cast<cuda::PlanUploader*>(plan_uploader_.get());
+  const bool decode_only =
+      config_.cuda_graphs && wanted == plan.num_tokens() && plan.num_tokens() == plan.num_rows();
+  if (!decode_only) {
+    uploader.upload(plan);
+    model_.forward(plan, *cache_, *arena_, logits);
+    return logits;
+  }
+  uploader.upload(plan, config_.block_tokens);
+  std::vector<int64_t> key = {plan.num_rows()};
+  for (int g = 0; g < plan.num_groups(); ++g) {
+    if (plan.table_group(g) == g) key.push_back(plan.attention_rows(g).max_blocks);
+  }
+  key.push_back(static_cast<int64_t>(uploader.generation()));
+  static_cast<cuda::StepGraphs*>(step_graphs_.get())->run(std::move(key), [&] {
+    model_.forward(plan, *cache_, *arena_, logits);
+  });
+#endif
   return logits;
 }
 
@@ -75,7 +101,8 @@ std::vector<int32_t> Runner::step_argmax(kv::StepPlan& plan) {
     ops::argmax(logits, host_ids);
     return ids;
   }
-  Tensor device_ids = arena_->alloc(DType::I32, {logits.size(0)});
+  // Not from the arena: a replayed graph leaves the arena's host-side offsets untouched.
+  Tensor device_ids(argmax_device_.data(), DType::I32, {logits.size(0)}, logits.device);
   ops::argmax(logits, device_ids);
   copy_bytes(ids.data(), Device::CPU, device_ids.data, device_ids.device, host_ids.nbytes());
   return ids;

@@ -21,12 +21,18 @@ struct RunnerConfig {
   int block_tokens = 16;
   int64_t max_step_tokens = 512;  // prefill chunk budget per step (all rows together)
   kv::KvFormat kv_format = kv::KvFormat::dense(DType::F32);
+  // true: K/V are stored densely in the checkpoint's dtype (config.json torch_dtype: bf16 KV for a
+  // bf16 model, as vLLM's kv_cache_dtype "auto"), ignoring kv_format.
+  bool kv_format_auto = false;
   int max_sequences = 16;  // rows the KV budget split plans for (sliding pools)
   int lookahead = 0;       // tokens sliding groups keep beyond the window, for rollback
   // > 0: every full-attention layer becomes sliding(max_kv_size - kv_keep) with kv_keep sink
   // tokens (mlx-lm --max-kv-size, RotatingKVCache keep).
   int max_kv_size = 0;
   int kv_keep = 4;
+  // GPU models: decode steps (every row one token) are captured as CUDA graphs per shape and
+  // replayed (backends/cuda/step_graph.h).
+  bool cuda_graphs = true;
 };
 // The device comes from the model (models::load_model(dir, device)).
 
@@ -59,7 +65,9 @@ class Runner {
   std::unique_ptr<Arena> arena_;
   std::vector<float> logits_;
   DeviceMemory logits_device_;           // GPU models: F32[max_step_tokens, vocab]
+  DeviceMemory argmax_device_;           // GPU models: I32[max_step_tokens]
   std::shared_ptr<void> plan_uploader_;  // cuda::PlanUploader for GPU models
+  std::shared_ptr<void> step_graphs_;    // cuda::StepGraphs for GPU models
 };
 
 struct GreedyOptions {

@@ -1,6 +1,7 @@
 #include "kv/step_plan.h"
 
 #include <algorithm>
+#include <bit>
 
 namespace ringlm::kv {
 
@@ -33,6 +34,9 @@ StepPlan::StepPlan(const std::vector<RowRequest>& rows, const PagedKvCache& cach
     size_t max_blocks = 1;
     for (const auto& row : rows)
       max_blocks = std::max(max_blocks, cache.block_table(row.seq, g).size());
+    // A power of two: decode steps of the same rows then share a table shape across many steps
+    // (CUDA graphs are captured per shape).
+    max_blocks = std::bit_ceil(max_blocks);
     gt.block_tables.assign(rows.size() * max_blocks, 0);
     for (size_t r = 0; r < rows.size(); ++r) {
       const auto& table = cache.block_table(rows[r].seq, g);

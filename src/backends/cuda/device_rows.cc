@@ -69,9 +69,15 @@ void DeviceRows::upload(const ops::AttentionRows& rows) {
     // Kernels queued earlier may still read the old buffer: wait before it is freed.
     RINGLM_CUDA_CHECK(cudaStreamSynchronize(Context::get().stream()));
     buffer_ = DeviceBuffer(bytes + bytes / 2);
+    ++generation_;
   }
   view_ = upload_rows(rows, buffer_.data());
   summary_ = summarize_rows(rows);
+}
+
+void DeviceRows::upload_table_bounded(const ops::AttentionRows& rows, int block_tokens) {
+  upload(rows);
+  if (summary_.decode_rows > 0) summary_.max_decode_context = rows.max_blocks * block_tokens;
 }
 
 }  // namespace ringlm::cuda

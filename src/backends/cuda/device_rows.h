@@ -7,6 +7,8 @@
 //   cuda::attention(q, kv, plan.device_rows(), params, out);
 #pragma once
 
+#include <cstdint>
+
 #include "backends/cuda/device_buffer.h"
 #include "ops/ops.h"
 
@@ -26,14 +28,21 @@ class DeviceRows {
   // Copies rows' tables into one device buffer on the backend stream (grown when needed).
   // The host tables may change as soon as this returns.
   void upload(const ops::AttentionRows& rows);
+  // Same, but the summary bounds every decode row's context by the table width
+  // (max_blocks · block_tokens) instead of the longest actual one, so kernel launch shapes depend
+  // only on the table shape (CUDA graphs replay them across steps).
+  void upload_table_bounded(const ops::AttentionRows& rows, int block_tokens);
   // The uploaded layout: same num_rows and max_blocks, device pointers.
   const ops::AttentionRows& view() const { return view_; }
   const RowsSummary& summary() const { return summary_; }
+  // Changes whenever the device buffer moves.
+  uint64_t generation() const { return generation_; }
 
  private:
   DeviceBuffer buffer_;
   ops::AttentionRows view_;
   RowsSummary summary_;
+  uint64_t generation_ = 0;
 };
 
 // Packs rows' tables into `dst` (device memory of at least packed_rows_bytes(rows)) and returns

@@ -6,7 +6,13 @@
 
 namespace ringlm::cuda {
 
-void PlanUploader::upload(kv::StepPlan& plan) {
+uint64_t PlanUploader::generation() const {
+  uint64_t g = tables_generation_;
+  for (const DeviceRows& rows : rows_) g += rows.generation();
+  return g + (static_cast<uint64_t>(rows_.size()) << 48);
+}
+
+void PlanUploader::upload(kv::StepPlan& plan, int block_tokens) {
   const int64_t T = plan.num_tokens();
   const auto wanted = static_cast<int64_t>(plan.logit_tokens().size());
   const int groups = plan.num_groups();
@@ -31,6 +37,7 @@ void PlanUploader::upload(kv::StepPlan& plan) {
     // Kernels queued by the previous step may still read the old buffer.
     RINGLM_CUDA_CHECK(cudaStreamSynchronize(Context::get().stream()));
     tables_ = DeviceBuffer(bytes + bytes / 2);
+    ++tables_generation_;
   }
   copy_to_device(tables_.data(), staging_.data(), staging_.size() * sizeof(int32_t));
 
@@ -46,7 +53,11 @@ void PlanUploader::upload(kv::StepPlan& plan) {
     const auto gi = static_cast<size_t>(g);
     if (slot_offset[gi] < 0) continue;
     device.slots[gi] = Tensor(base + slot_offset[gi], DType::I32, {T}, Device::CUDA);
-    rows_[gi].upload(plan.attention_rows(g));
+    if (block_tokens > 0) {
+      rows_[gi].upload_table_bounded(plan.attention_rows(g), block_tokens);
+    } else {
+      rows_[gi].upload(plan.attention_rows(g));
+    }
     device.rows_mirror[gi] = &rows_[gi];
   }
   plan.set_device_tables(std::move(device));

@@ -15,12 +15,17 @@ class PlanUploader {
  public:
   // One host -> device copy for the token tables, one per group for the attention rows. The plan
   // must outlive its use on the stream; the uploader's buffers are reused by the next upload.
-  void upload(kv::StepPlan& plan);
+  // block_tokens > 0: attention summaries are bounded by the table width (see
+  // DeviceRows::upload_table_bounded), for steps replayed as CUDA graphs.
+  void upload(kv::StepPlan& plan, int block_tokens = 0);
+  // Changes whenever one of the uploader's device buffers moves.
+  uint64_t generation() const;
 
  private:
   std::vector<int32_t> staging_;
   DeviceBuffer tables_;
   std::vector<DeviceRows> rows_;  // per group
+  uint64_t tables_generation_ = 0;
 };
 
 }  // namespace ringlm::cuda

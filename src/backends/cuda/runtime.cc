@@ -18,6 +18,10 @@ Context::Context() {
   RINGLM_CUBLAS_CHECK(cublasSetStream(cublas_, stream_));
   // Pure f32 arithmetic for f32 GEMMs: no TF32 (the f32 tolerance of the op contract).
   RINGLM_CUBLAS_CHECK(cublasSetMathMode(cublas_, CUBLAS_DEFAULT_MATH));
+  // A workspace of our own: cuBLAS must not allocate while a step is captured into a graph.
+  constexpr size_t kCublasWorkspace = size_t{32} << 20;
+  RINGLM_CUDA_CHECK(cudaMalloc(&cublas_workspace_, kCublasWorkspace));
+  RINGLM_CUBLAS_CHECK(cublasSetWorkspace(cublas_, cublas_workspace_, kCublasWorkspace));
   RINGLM_CUDA_CHECK(cudaMalloc(&errors_, sizeof(DeviceErrorRecord)));
   RINGLM_CUDA_CHECK(cudaMemset(errors_, 0, sizeof(DeviceErrorRecord)));
 }
@@ -27,6 +31,7 @@ Context::~Context() {
   if (stream_ != nullptr) (void)cudaStreamSynchronize(stream_);
   for (Buffer& b : scratch_) (void)cudaFree(b.ptr);
   (void)cudaFree(errors_);
+  (void)cudaFree(cublas_workspace_);
   if (cublas_ != nullptr) (void)cublasDestroy(cublas_);
   if (stream_ != nullptr) (void)cudaStreamDestroy(stream_);
 }
@@ -36,9 +41,10 @@ void* Context::scratch(Scratch slot, size_t bytes) {
   if (bytes <= b.bytes) return b.ptr;
   RINGLM_CUDA_CHECK(cudaStreamSynchronize(stream_));  // queued work may still read b
   RINGLM_CUDA_CHECK(cudaFree(b.ptr));
+  const size_t grown = std::max<size_t>({bytes, 2 * b.bytes, 1 << 16});
   b.ptr = nullptr;
   b.bytes = 0;
-  const size_t grown = std::max<size_t>({bytes, 2 * b.bytes, 1 << 16});
+  ++scratch_generation_;
   RINGLM_CUDA_CHECK(cudaMalloc(&b.ptr, grown));
   b.bytes = grown;
   return b.ptr;

@@ -61,6 +61,8 @@ class Context {
   // At least `bytes` of device memory for one purpose. Reuse is stream-ordered: work queued
   // earlier on stream() may still read the previous contents; growing waits for it first.
   void* scratch(Scratch slot, size_t bytes);
+  // Changes whenever a scratch buffer moves (CUDA graphs captured before then are stale).
+  uint64_t scratch_generation() const { return scratch_generation_; }
   // Waits for stream(), then throws for a recorded device-side error (and clears it).
   void synchronize();
 
@@ -74,6 +76,8 @@ class Context {
   cublasHandle_t cublas_ = nullptr;
   DeviceErrorRecord* errors_ = nullptr;
   std::array<Buffer, static_cast<size_t>(Scratch::Count)> scratch_{};
+  uint64_t scratch_generation_ = 0;
+  void* cublas_workspace_ = nullptr;  // fixed, so cuBLAS calls can be captured into graphs
 };
 
 // After a kernel launch: throws if the launch itself failed (bad configuration, no device).
