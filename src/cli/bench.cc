@@ -193,6 +193,7 @@ int run_bench(int argc, char** argv) {
       out["threads"] = ThreadPool::global().num_threads();
       out["kv_format"] = config.kv_format.name();
       out["weight_bytes"] = model->weights().total_bytes();
+      out["graph_replays"] = runner.graph_replays();
       if (args.has("json")) {
         std::printf("%s\n", out.dump().c_str());
       } else if (context > 0) {

@@ -84,6 +84,13 @@ Tensor Runner::forward(kv::StepPlan& plan) {
   return logits;
 }
 
+int64_t Runner::graph_replays() const {
+#ifdef RINGLM_HAS_CUDA
+  if (step_graphs_) return static_cast<const cuda::StepGraphs*>(step_graphs_.get())->replays();
+#endif
+  return 0;
+}
+
 Tensor Runner::step(kv::StepPlan& plan) {
   Tensor logits = forward(plan);
   if (logits.device == Device::CPU) return logits;

@@ -54,6 +54,8 @@ class Runner {
   // Runs one step and returns the argmax of each wanted logit row (computed on the model's
   // device: a GPU step copies back only the ids).
   std::vector<int32_t> step_argmax(kv::StepPlan& plan);
+  // GPU models: decode steps replayed from a captured CUDA graph so far (0 on CPU).
+  int64_t graph_replays() const;
 
  private:
   models::Model& model_;

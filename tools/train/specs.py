@@ -50,7 +50,7 @@ MODELS = {
             hidden_size=384, intermediate_size=1024, num_hidden_layers=8, num_attention_heads=6,
             num_key_value_heads=2, head_dim=64, rms_norm_eps=1e-5, rope_parameters=rope(10000.0),
             **COMMON),
-        lr=1.5e-3, batch=64, epochs=16, budget_s=130, save_dtype="bfloat16",
+        lr=1.5e-3, batch=64, epochs=3, budget_s=130, save_dtype="bfloat16",
         golden=dict(prompt=64, greedy=48)),
     # hidden 256: sqrt(hidden) = 16 is exact in bf16, so Gemma's embedding scale is the same
     # whether the weights are computed in bf16 or f32 (ringlm rounds it for bf16 embeddings).
@@ -63,7 +63,7 @@ MODELS = {
             + ["sliding_attention"] * 3 + ["full_attention"],
             rope_parameters={"full_attention": rope(100000.0), "sliding_attention": rope(10000.0)},
             **COMMON),
-        lr=1.5e-3, batch=64, epochs=16, budget_s=100, save_dtype="bfloat16",
+        lr=1.5e-3, batch=64, epochs=3, budget_s=100, save_dtype="bfloat16",
         golden=dict(prompt=160, greedy=64)),  # 2.5 windows of prompt, 3.5 with the continuation
     "ringlm-kjv-draft": dict(
         config_class="LlamaConfig", params=dict(
