@@ -11,7 +11,13 @@ namespace ringlm::engine {
 kv::KvCacheConfig kv_cache_config(const models::Model& model, const RunnerConfig& config) {
   kv::KvCacheConfig kv;
   kv.layers = model.kv_layers();
-  for (auto& layer : kv.layers) layer.format = config.kv_format;
+  const auto& overrides = config.kv_formats;
+  for (auto& layer : kv.layers) layer.format = overrides.default_format.value_or(config.kv_format);
+  for (const auto& [layer, format] : overrides.layers) {
+    RINGLM_USER_CHECK(layer < static_cast<int>(kv.layers.size()), "KV config names layer ", layer,
+                      " but the model has ", kv.layers.size(), " layers");
+    kv.layers[static_cast<size_t>(layer)].format = format;
+  }
   if (config.max_kv_size > 0)
     kv.layers = kv::apply_max_kv_size(std::move(kv.layers), config.max_kv_size, config.kv_keep);
   kv.block_tokens = config.block_tokens;

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/arena.h"
+#include "kv/kv_config.h"
 #include "kv/paged_kv_cache.h"
 #include "kv/step_plan.h"
 #include "models/model.h"
@@ -20,6 +21,9 @@ struct RunnerConfig {
   int block_tokens = 16;
   int64_t max_step_tokens = 512;  // prefill chunk budget per step (all rows together)
   kv::KvFormat kv_format = kv::KvFormat::dense(DType::F32);
+  // Per-layer formats (kv_config.json) over kv_format: layers listed get theirs, the others the
+  // overrides' default when it has one.
+  kv::KvFormatOverrides kv_formats;
   int max_sequences = 16;  // rows the KV budget split plans for (sliding pools)
   int lookahead = 0;       // tokens sliding groups keep beyond the window, for rollback
   // > 0: every full-attention layer becomes sliding(max_kv_size - kv_keep) with kv_keep sink
