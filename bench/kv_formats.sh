@@ -24,7 +24,8 @@ for rows in 1 4 16; do
     python3 -c '
 import json, sys
 r = json.loads(sys.argv[1])
-print(f"| {r[\"batch\"]} | {r[\"kv_format\"]} | {r[\"kv_bytes_per_token\"]} | {r[\"decode_tok_s\"]:.1f} | {r[\"prefill_tok_s\"]:.0f} |")
+print("| %d | %s | %d | %.1f | %.0f |" % (r["batch"], r["kv_format"], r["kv_bytes_per_token"],
+                                         r["decode_tok_s"], r["prefill_tok_s"]))
 ' "$json"
   done
 done
