@@ -32,18 +32,29 @@ struct BenchShape {
   int64_t repeat = 3;
 };
 
-// K/V bytes one decode step at `context` tokens per row reads, over all layers.
-double kv_bytes_per_step(engine::Runner& runner, const models::Model& model,
-                         const BenchShape& shape) {
+// K and V of every layer for one token, in the layers' formats (shared layers store nothing).
+size_t kv_bytes_per_token(const kv::PagedKvCache& cache) {
+  size_t bytes = 0;
+  for (int g = 0; g < cache.num_groups(); ++g) {
+    if (cache.table_group(g) == g)
+      bytes += cache.bytes_per_block(g) / static_cast<size_t>(cache.block_tokens());
+  }
+  return bytes;
+}
+
+// K/V bytes one decode step at `context` tokens per row reads, over all layers (a shared layer
+// reads its donor's).
+double kv_bytes_per_step(const kv::PagedKvCache& cache, const BenchShape& shape) {
   double bytes = 0;
-  const auto specs = engine::kv_cache_config(model, runner.config()).layers;
-  for (size_t l = 0; l < specs.size(); ++l) {
-    const ops::KvLayerView view = runner.cache().layer_view(static_cast<int>(l));
-    const int64_t window = specs[l].window;
+  for (int g = 0; g < cache.num_groups(); ++g) {
+    const int storage = cache.table_group(g);
+    const double per_layer =
+        static_cast<double>(cache.bytes_per_block(storage)) /
+        static_cast<double>(cache.block_tokens() * cache.group(storage).layers.size());
+    const int64_t window = cache.group(g).window;
     const int64_t seen = window > 0 ? std::min(shape.context + 1, window) : shape.context + 1;
-    const double token_bytes = 2.0 * static_cast<double>(view.kv_heads() * view.head_dim()) *
-                               static_cast<double>(dtype_size(view.k.dtype));
-    bytes += token_bytes * static_cast<double>(seen);
+    bytes +=
+        per_layer * static_cast<double>(cache.group(g).layers.size()) * static_cast<double>(seen);
   }
   return bytes * static_cast<double>(shape.batch);
 }
@@ -107,7 +118,7 @@ nlohmann::json bench_one(engine::Runner& runner, models::Model& model, const Ben
   if (shape.context > 0) {
     double step_ms = 0;
     const double tok_s = decode_at_context(runner, model, shape, &step_ms);
-    const double kv_bytes = kv_bytes_per_step(runner, model, shape);
+    const double kv_bytes = kv_bytes_per_step(runner.cache(), shape);
     const double moved = kv_bytes + static_cast<double>(model.weights().total_bytes());
     out["context"] = shape.context;
     out["decode_tok_s"] = tok_s;
@@ -150,7 +161,8 @@ nlohmann::json bench_one(engine::Runner& runner, models::Model& model, const Ben
 int run_bench(int argc, char** argv) {
   Args args(argc, argv,
             {"model", "prompt-len", "context", "gen", "batch", "threads", "kv-memory",
-             "max-step-tokens", "kv-format", "max-kv-size", "kv-keep", "repeat", "json", "device"},
+             "max-step-tokens", "kv-format", "kv-config", "kv-quant-start", "max-kv-size",
+             "kv-keep", "repeat", "json", "device"},
             {"json"});
   apply_threads(args);
   const Device device = device_flag(args);
@@ -191,7 +203,13 @@ int run_bench(int argc, char** argv) {
       out["model_type"] = model->config().model_type;
       out["device"] = device_name(device);
       out["threads"] = ThreadPool::global().num_threads();
-      out["kv_format"] = config.kv_format.name();
+      std::string formats;
+      for (int g = 0; g < runner.cache().num_groups(); ++g) {
+        const std::string name = runner.cache().group(g).format.name();
+        if (formats.find(name) == std::string::npos) formats += (formats.empty() ? "" : ",") + name;
+      }
+      out["kv_format"] = formats;
+      out["kv_bytes_per_token"] = kv_bytes_per_token(runner.cache());
       out["weight_bytes"] = model->weights().total_bytes();
       out["graph_replays"] = runner.graph_replays();
       if (args.has("json")) {

@@ -15,7 +15,7 @@ namespace ringlm::cli {
 int run_chat(int argc, char** argv) {
   Args args(argc, argv,
             {"model", "max-tokens", "threads", "kv-memory", "max-step-tokens", "system",
-             "kv-format", "max-kv-size", "kv-keep", "device"});
+             "kv-format", "kv-config", "kv-quant-start", "max-kv-size", "kv-keep", "device"});
   apply_threads(args);
   const std::string dir = args.required("model");
   auto model = models::load_model(dir, device_flag(args));

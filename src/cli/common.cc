@@ -1,5 +1,7 @@
 #include "cli/common.h"
 
+#include <filesystem>
+
 #include "core/device_memory.h"
 #include "core/thread_pool.h"
 
@@ -18,9 +20,20 @@ engine::RunnerConfig runner_config(const Args& args) {
   config.kv_memory_bytes = static_cast<size_t>(mib) << 20;
   config.max_step_tokens = args.integer("max-step-tokens", config.max_step_tokens);
   RINGLM_USER_CHECK(config.max_step_tokens >= 1, "--max-step-tokens must be at least 1");
-  // Without --kv-format, K/V are stored in the checkpoint's dtype.
+  // Without --kv-format, K/V are stored in the checkpoint's dtype; --kv-format sets every layer;
+  // otherwise --kv-config FILE or the model's kv_config.json (if any) gives per-layer formats.
   config.kv_format_auto = !args.has("kv-format");
-  if (args.has("kv-format")) config.kv_format = kv::KvFormat::parse(args.str("kv-format"));
+  if (args.has("kv-format")) {
+    config.kv_format = kv::KvFormat::parse(args.str("kv-format"));
+  } else if (args.has("kv-config")) {
+    config.kv_formats = kv::load_kv_config(args.str("kv-config"));
+  } else if (args.has("model") && std::filesystem::exists(args.str("model") + "/kv_config.json")) {
+    config.kv_formats = kv::load_kv_config(args.str("model") + "/kv_config.json");
+  }
+  // The precision transition (bf16 until a position, then affine) is not built yet.
+  RINGLM_USER_CHECK(!args.has("kv-quant-start"),
+                    "--kv-quant-start is not supported yet: a layer group stores one KV format "
+                    "from its first token (use --kv-format or kv_config.json)");
   const int64_t max_kv = args.integer("max-kv-size", 0);
   const int64_t keep = args.integer("kv-keep", config.kv_keep);
   RINGLM_USER_CHECK(max_kv >= 0 && max_kv <= INT32_MAX, "--max-kv-size must be >= 0");

@@ -27,9 +27,10 @@ double rate(int64_t count, double seconds) {
 }  // namespace
 
 int run_generate(int argc, char** argv) {
-  Args args(argc, argv,
-            {"model", "prompt", "prompt-tokens", "max-tokens", "threads", "kv-memory",
-             "max-step-tokens", "kv-format", "max-kv-size", "kv-keep", "device"});
+  Args args(
+      argc, argv,
+      {"model", "prompt", "prompt-tokens", "max-tokens", "threads", "kv-memory", "max-step-tokens",
+       "kv-format", "kv-config", "kv-quant-start", "max-kv-size", "kv-keep", "device"});
   apply_threads(args);
   const std::string dir = args.required("model");
   RINGLM_USER_CHECK(args.has("prompt") != args.has("prompt-tokens"),

@@ -15,14 +15,20 @@ namespace ringlm::engine {
 kv::KvCacheConfig kv_cache_config(const models::Model& model, const RunnerConfig& config) {
   kv::KvCacheConfig kv;
   kv.layers = model.kv_layers();
-  kv::KvFormat format = config.kv_format;
+  kv::KvFormat base = config.kv_format;
   if (config.kv_format_auto) {
     const std::string& dtype = model.config().torch_dtype;
-    format = kv::KvFormat::dense(dtype == "bfloat16"  ? DType::BF16
-                                 : dtype == "float16" ? DType::F16
-                                                      : DType::F32);
+    base = kv::KvFormat::dense(dtype == "bfloat16"  ? DType::BF16
+                               : dtype == "float16" ? DType::F16
+                                                    : DType::F32);
   }
-  for (auto& layer : kv.layers) layer.format = format;
+  const auto& overrides = config.kv_formats;
+  for (auto& layer : kv.layers) layer.format = overrides.default_format.value_or(base);
+  for (const auto& [layer, format] : overrides.layers) {
+    RINGLM_USER_CHECK(layer < static_cast<int>(kv.layers.size()), "KV config names layer ", layer,
+                      " but the model has ", kv.layers.size(), " layers");
+    kv.layers[static_cast<size_t>(layer)].format = format;
+  }
   if (config.max_kv_size > 0)
     kv.layers = kv::apply_max_kv_size(std::move(kv.layers), config.max_kv_size, config.kv_keep);
   kv.block_tokens = config.block_tokens;

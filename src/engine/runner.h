@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/arena.h"
+#include "kv/kv_config.h"
 #include "kv/paged_kv_cache.h"
 #include "kv/step_plan.h"
 #include "models/model.h"
@@ -24,6 +25,9 @@ struct RunnerConfig {
   // true: K/V are stored densely in the checkpoint's dtype (config.json torch_dtype: bf16 KV for a
   // bf16 model, as vLLM's kv_cache_dtype "auto"), ignoring kv_format.
   bool kv_format_auto = false;
+  // Per-layer formats (kv_config.json) over kv_format: layers listed get theirs, the others the
+  // overrides' default when it has one.
+  kv::KvFormatOverrides kv_formats;
   int max_sequences = 16;  // rows the KV budget split plans for (sliding pools)
   int lookahead = 0;       // tokens sliding groups keep beyond the window, for rollback
   // > 0: every full-attention layer becomes sliding(max_kv_size - kv_keep) with kv_keep sink

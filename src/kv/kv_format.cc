@@ -4,11 +4,21 @@
 
 namespace ringlm::kv {
 
+namespace {
+constexpr const char* kFormatNames = "f32, bf16, f16, int8-g32, int8-g64, int4-g32, int4-g64";
+}  // namespace
+
 KvFormat KvFormat::parse(const std::string& name) {
   if (name == "f32") return dense(DType::F32);
   if (name == "bf16") return dense(DType::BF16);
   if (name == "f16") return dense(DType::F16);
-  RINGLM_USER_CHECK(false, "unknown KV format '", name, "' (supported: f32, bf16, f16)");
+  for (int bits : {8, 4}) {
+    for (int group : {32, 64}) {
+      if (name == "int" + std::to_string(bits) + "-g" + std::to_string(group))
+        return affine(bits, group);
+    }
+  }
+  RINGLM_USER_CHECK(false, "unknown KV format '", name, "' (supported: ", kFormatNames, ")");
   return {};
 }
 
@@ -25,7 +35,9 @@ std::string KvFormat::name() const {
         return "dense-" + std::string(dtype_name(dtype));
     }
   }
-  return "int" + std::to_string(bits) + "-g" + std::to_string(group_size);
+  std::string n = "int" + std::to_string(bits) + "-g" + std::to_string(group_size);
+  if (dtype != DType::BF16) n += "-" + std::string(dtype_name(dtype));  // not a parseable format
+  return n;
 }
 
 size_t KvFormat::bytes_per_token(int kv_heads, int head_dim) const {
@@ -37,12 +49,19 @@ size_t KvFormat::bytes_per_token(int kv_heads, int head_dim) const {
 }
 
 void KvFormat::check_supported(int head_dim) const {
-  RINGLM_USER_CHECK(encoding == KvEncoding::Dense, "KV format ", name(),
-                    " is not available in the KV cache yet (supported: f32, bf16, f16)");
-  RINGLM_USER_CHECK(dtype == DType::F32 || dtype == DType::BF16 || dtype == DType::F16,
-                    "KV format ", name(), ": dense KV must be f32, bf16 or f16");
   RINGLM_USER_CHECK(head_dim > 0, "KV format ", name(), ": head_dim ", head_dim,
                     " is not positive");
+  if (encoding == KvEncoding::Dense) {
+    RINGLM_USER_CHECK(dtype == DType::F32 || dtype == DType::BF16 || dtype == DType::F16,
+                      "KV format ", name(), ": dense KV must be f32, bf16 or f16");
+    return;
+  }
+  RINGLM_USER_CHECK(
+      (bits == 4 || bits == 8) && (group_size == 32 || group_size == 64) && dtype == DType::BF16,
+      "KV format ", name(), " is not supported (supported: ", kFormatNames, ")");
+  RINGLM_USER_CHECK(head_dim % group_size == 0, "KV format ", name(), ": head_dim ", head_dim,
+                    " is not a multiple of the group size ", group_size,
+                    " (affine KV quantizes groups along head_dim, as MLX)");
 }
 
 }  // namespace ringlm::kv

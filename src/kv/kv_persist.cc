@@ -3,14 +3,18 @@
 //
 // File layout: tensors `group.G.positions` (I32[n]: the positions group G holds, ascending) and
 // `layer.L.k` / `layer.L.v` ([n of L's group, kv_heads, head_dim] in the group's dtype) for each
-// layer with its own K/V; metadata `format` = "ringlm-kv", `version` = "1", `length` (tokens in
-// the sequence), `block_tokens` (informational) and `layout` (JSON: per group kind, window,
-// sink_tokens, format, kv_heads, head_dim, layers, donor_group).
+// layer with its own K/V; an affine group stores the codes as `layer.L.k` / `layer.L.v`
+// (U32[n, kv_heads, head_dim·bits/32]) plus `layer.L.k.scales`, `.k.biases`, `.v.scales`,
+// `.v.biases` (BF16[n, kv_heads, head_dim/group_size]), exactly the bytes the blocks hold; metadata
+// `format` = "ringlm-kv", `version` = "1", `length` (tokens in the sequence), `block_tokens`
+// (informational) and `layout` (JSON: per group kind, window, sink_tokens, format, kv_heads,
+// head_dim, layers, donor_group).
 #include <algorithm>
 #include <cstring>
 #include <nlohmann/json.hpp>
 
 #include "io/safetensors.h"
+#include "kv/affine_codec.h"
 #include "kv/paged_kv_cache.h"
 
 namespace ringlm::kv {
@@ -34,21 +38,76 @@ json layout_json(const KvLayout& layout) {
   return groups;
 }
 
-size_t token_bytes(const LayerGroup& g) {
-  return g.format.bytes_per_token(g.kv_heads, g.head_dim);
+// Per token and plane of a group: the tensor-name suffix, dtype and last dim of its file tensor.
+struct PlaneFile {
+  std::string suffix;
+  DType dtype;
+  int64_t last_dim;
+};
+std::vector<PlaneFile> plane_files(const LayerGroup& g) {
+  const KvFormat& f = g.format;
+  if (!f.is_affine()) return {{"", f.dtype, g.head_dim}};
+  return {{"", DType::U32, g.head_dim * f.bits / 32},
+          {".scales", f.dtype, g.head_dim / f.group_size},
+          {".biases", f.dtype, g.head_dim / f.group_size}};
+}
+
+// The extracted bytes of plane p of K or V (Layer may be const).
+template <typename Layer>
+auto& plane_bytes(Layer& layer, bool value, size_t p) {
+  decltype(&layer.k) k_planes[] = {&layer.k, &layer.k_scales, &layer.k_biases};
+  decltype(&layer.k) v_planes[] = {&layer.v, &layer.v_scales, &layer.v_biases};
+  return *(value ? v_planes : k_planes)[p];
 }
 
 }  // namespace
 
 Tensor ExtractedKv::Layer::k_tensor() const {
-  const auto n = static_cast<int64_t>(
-      k.size() / (static_cast<size_t>(kv_heads * head_dim) * dtype_size(dtype)));
-  return Tensor(const_cast<std::byte*>(k.data()), dtype, {n, kv_heads, head_dim});
+  const int64_t last = format.is_affine() ? head_dim * format.bits / 32 : head_dim;
+  const auto n =
+      static_cast<int64_t>(k.size() / (static_cast<size_t>(kv_heads * last) * dtype_size(dtype)));
+  return Tensor(const_cast<std::byte*>(k.data()), dtype, {n, kv_heads, last});
 }
 Tensor ExtractedKv::Layer::v_tensor() const {
-  const auto n = static_cast<int64_t>(
-      v.size() / (static_cast<size_t>(kv_heads * head_dim) * dtype_size(dtype)));
-  return Tensor(const_cast<std::byte*>(v.data()), dtype, {n, kv_heads, head_dim});
+  const int64_t last = format.is_affine() ? head_dim * format.bits / 32 : head_dim;
+  const auto n =
+      static_cast<int64_t>(v.size() / (static_cast<size_t>(kv_heads * last) * dtype_size(dtype)));
+  return Tensor(const_cast<std::byte*>(v.data()), dtype, {n, kv_heads, last});
+}
+
+std::vector<float> ExtractedKv::Layer::dequantized(bool value) const {
+  const Tensor t = value ? v_tensor() : k_tensor();
+  const int64_t rows = t.shape[0] * kv_heads;
+  std::vector<float> out(static_cast<size_t>(rows * head_dim));
+  if (!format.is_affine()) {
+    for (size_t i = 0; i < out.size(); ++i) {
+      switch (dtype) {
+        case DType::F32:
+          out[i] = t.ptr<const float>()[i];
+          break;
+        case DType::BF16:
+          out[i] = bf16_to_f32(t.ptr<const bf16_t>()[i]);
+          break;
+        default:
+          out[i] = f16_to_f32(t.ptr<const f16_t>()[i]);
+          break;
+      }
+    }
+    return out;
+  }
+  const auto* scales = reinterpret_cast<const bf16_t*>((value ? v_scales : k_scales).data());
+  const auto* biases = reinterpret_cast<const bf16_t*>((value ? v_biases : k_biases).data());
+  const int64_t groups = head_dim / format.group_size, words = head_dim * format.bits / 32;
+  std::vector<float> s(static_cast<size_t>(groups)), b(s.size());
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t g = 0; g < groups; ++g) {
+      s[static_cast<size_t>(g)] = bf16_to_f32(scales[r * groups + g]);
+      b[static_cast<size_t>(g)] = bf16_to_f32(biases[r * groups + g]);
+    }
+    affine_dequantize(t.ptr<const uint32_t>() + r * words, s.data(), b.data(), head_dim,
+                      {format.bits, format.group_size}, out.data() + r * head_dim);
+  }
+  return out;
 }
 
 ExtractedKv PagedKvCache::extract(SequenceId seq) const {
@@ -72,20 +131,25 @@ ExtractedKv PagedKvCache::extract(SequenceId seq) const {
     const LayerGroup& grp = group(g);
     ExtractedKv::Layer& layer = out.layers[static_cast<size_t>(l)];
     layer.group = g;
-    layer.dtype = grp.format.dtype;
+    layer.format = grp.format;
+    layer.dtype = grp.format.is_affine() ? DType::U32 : grp.format.dtype;
     layer.kv_heads = grp.kv_heads;
     layer.head_dim = grp.head_dim;
-    const size_t row = token_bytes(grp);
     const auto& positions = out.positions[static_cast<size_t>(g)];
-    layer.k.resize(positions.size() * row);
-    layer.v.resize(positions.size() * row);
-    const ops::KvLayerView view = layer_view(l);
-    for (size_t i = 0; i < positions.size(); ++i) {
-      const auto slot = static_cast<size_t>(this->slot(seq, g, positions[i]));
-      copy_bytes(layer.k.data() + i * row, Device::CPU,
-                 static_cast<const std::byte*>(view.k.data) + slot * row, view.k.device, row);
-      copy_bytes(layer.v.data() + i * row, Device::CPU,
-                 static_cast<const std::byte*>(view.v.data) + slot * row, view.v.device, row);
+    const auto storage_slot = static_cast<size_t>(layout_.slot_of_layer[static_cast<size_t>(l)]);
+    const std::vector<Plane> ps = planes(g);
+    for (bool value : {false, true}) {
+      const std::byte* base = region(g, storage_slot, value);
+      for (size_t p = 0; p < ps.size(); ++p) {
+        const size_t row = ps[p].token_bytes;
+        std::vector<std::byte>& dst = plane_bytes(layer, value, p);
+        dst.resize(positions.size() * row);
+        for (size_t i = 0; i < positions.size(); ++i) {
+          const auto slot = static_cast<size_t>(this->slot(seq, g, positions[i]));
+          copy_bytes(dst.data() + i * row, Device::CPU, base + ps[p].offset + slot * row,
+                     config_.device, row);
+        }
+      }
     }
   }
   return out;
@@ -108,9 +172,15 @@ void PagedKvCache::save(SequenceId seq, const std::string& path) const {
     const ExtractedKv::Layer& layer = kv.layers[static_cast<size_t>(l)];
     if (layer.group < 0) continue;
     const int64_t n = static_cast<int64_t>(kv.positions[static_cast<size_t>(layer.group)].size());
-    const std::vector<int64_t> shape = {n, layer.kv_heads, layer.head_dim};
-    tensors.push_back({"layer." + std::to_string(l) + ".k", layer.dtype, shape, layer.k.data()});
-    tensors.push_back({"layer." + std::to_string(l) + ".v", layer.dtype, shape, layer.v.data()});
+    const std::vector<PlaneFile> files = plane_files(group(layer.group));
+    for (bool value : {false, true}) {
+      for (size_t p = 0; p < files.size(); ++p) {
+        tensors.push_back({"layer." + std::to_string(l) + (value ? ".v" : ".k") + files[p].suffix,
+                           files[p].dtype,
+                           {n, layer.kv_heads, files[p].last_dim},
+                           plane_bytes(layer, value, p).data()});
+      }
+    }
   }
   io::write_safetensors(path, tensors,
                         {{"format", "ringlm-kv"},
@@ -202,14 +272,16 @@ SequenceId PagedKvCache::load(const std::string& path) {
                       " are available");
     for (int l : grp.layers) {
       for (const char* kv : {".k", ".v"}) {
-        const std::string tname = "layer." + std::to_string(l) + kv;
-        const Tensor x = file.get(tname);
-        RINGLM_USER_CHECK(x.dtype == grp.format.dtype && x.ndim == 3 &&
-                              x.shape[0] == static_cast<int64_t>(pos.size()) &&
-                              x.shape[1] == grp.kv_heads && x.shape[2] == grp.head_dim,
-                          path, ": ", tname, " is ", x.describe(), ", expected ",
-                          dtype_name(grp.format.dtype), "[", pos.size(), ", ", grp.kv_heads, ", ",
-                          grp.head_dim, "]");
+        for (const PlaneFile& pf : plane_files(grp)) {
+          const std::string tname = "layer." + std::to_string(l) + kv + pf.suffix;
+          const Tensor x = file.get(tname);
+          RINGLM_USER_CHECK(x.dtype == pf.dtype && x.ndim == 3 &&
+                                x.shape[0] == static_cast<int64_t>(pos.size()) &&
+                                x.shape[1] == grp.kv_heads && x.shape[2] == pf.last_dim,
+                            path, ": ", tname, " is ", x.describe(), ", expected ",
+                            dtype_name(pf.dtype), "[", pos.size(), ", ", grp.kv_heads, ", ",
+                            pf.last_dim, "]");
+        }
       }
     }
   }
@@ -231,17 +303,22 @@ SequenceId PagedKvCache::load(const std::string& path) {
   for (int l = 0; l < layout_.num_layers(); ++l) {
     const int g = layout_.group_of_layer[static_cast<size_t>(l)];
     if (!is_storage(g)) continue;
-    const size_t row = token_bytes(group(g));
-    const ops::KvLayerView view = layer_view(l);
-    const Tensor k = file.get("layer." + std::to_string(l) + ".k");
-    const Tensor v = file.get("layer." + std::to_string(l) + ".v");
     const auto& pos = positions[static_cast<size_t>(g)];
-    for (size_t i = 0; i < pos.size(); ++i) {
-      const auto slot = static_cast<size_t>(this->slot(seq, g, pos[i]));
-      copy_bytes(static_cast<std::byte*>(view.k.data) + slot * row, view.k.device,
-                 static_cast<const std::byte*>(k.data) + i * row, Device::CPU, row);
-      copy_bytes(static_cast<std::byte*>(view.v.data) + slot * row, view.v.device,
-                 static_cast<const std::byte*>(v.data) + i * row, Device::CPU, row);
+    const auto storage_slot = static_cast<size_t>(layout_.slot_of_layer[static_cast<size_t>(l)]);
+    const std::vector<Plane> ps = planes(g);
+    const std::vector<PlaneFile> files = plane_files(group(g));
+    for (bool value : {false, true}) {
+      std::byte* base = region(g, storage_slot, value);
+      for (size_t p = 0; p < ps.size(); ++p) {
+        const Tensor x =
+            file.get("layer." + std::to_string(l) + (value ? ".v" : ".k") + files[p].suffix);
+        const size_t row = ps[p].token_bytes;
+        for (size_t i = 0; i < pos.size(); ++i) {
+          const auto slot = static_cast<size_t>(this->slot(seq, g, pos[i]));
+          copy_bytes(base + ps[p].offset + slot * row, config_.device,
+                     static_cast<const std::byte*>(x.data) + i * row, Device::CPU, row);
+        }
+      }
     }
   }
   return seq;

@@ -70,7 +70,11 @@ KvLayout make_layout(const std::vector<LayerKvSpec>& layers) {
       slot_of = layout.slot_of_layer[static_cast<size_t>(s.donor_layer)];
       continue;
     }
-    s.format.check_supported(s.head_dim);
+    try {
+      s.format.check_supported(s.head_dim);
+    } catch (const Error& e) {
+      RINGLM_USER_CHECK(false, "KV layout: layer ", l, ": ", e.what());
+    }
     int found = -1;
     for (size_t g = 0; g < layout.groups.size(); ++g) {
       if (layout.groups[g].kind != GroupKind::Shared && same_storage(layout.groups[g], s))

@@ -133,19 +133,49 @@ int PagedKvCache::table_group(int g) const {
   return is_storage(g) ? g : group(g).donor_group;
 }
 
+std::vector<PagedKvCache::Plane> PagedKvCache::planes(int g) const {
+  const LayerGroup& grp = group(g);
+  const auto values = static_cast<size_t>(grp.kv_heads) * static_cast<size_t>(grp.head_dim);
+  const size_t tokens = static_cast<size_t>(config_.block_tokens) *
+                        static_cast<size_t>(storage_[static_cast<size_t>(g)].pool->num_blocks());
+  if (!grp.format.is_affine()) return {{0, values * dtype_size(grp.format.dtype)}};
+  const size_t codes = values * static_cast<size_t>(grp.format.bits) / 8;
+  const size_t params =
+      values / static_cast<size_t>(grp.format.group_size) * dtype_size(grp.format.dtype);
+  return {{0, codes}, {codes * tokens, params}, {(codes + params) * tokens, params}};
+}
+
+std::byte* PagedKvCache::region(int g, size_t slot, bool value) const {
+  const Storage& st = storage_[static_cast<size_t>(g)];
+  return st.memory.data() + st.layer_tensor_bytes * (2 * slot + (value ? 1 : 0));
+}
+
 ops::KvLayerView PagedKvCache::layer_view(int layer) const {
   RINGLM_CHECK(layer >= 0 && layer < layout_.num_layers(), "layer ", layer, " out of range");
   const int g = table_group(layout_.group_of_layer[static_cast<size_t>(layer)]);
   const LayerGroup& grp = group(g);
   const Storage& st = storage_[static_cast<size_t>(g)];
   const auto slot = static_cast<size_t>(layout_.slot_of_layer[static_cast<size_t>(layer)]);
-  std::byte* base = st.memory.data() + 2 * st.layer_tensor_bytes * slot;
-  const int64_t n = st.pool->num_blocks();
+  const int64_t n = st.pool->num_blocks(), bt = config_.block_tokens;
+  std::byte* k = region(g, slot, false);
+  std::byte* v = region(g, slot, true);
   ops::KvLayerView view;
-  view.k = Tensor(base, grp.format.dtype, {n, config_.block_tokens, grp.kv_heads, grp.head_dim},
-                  config_.device);
-  view.v = Tensor(base + st.layer_tensor_bytes, grp.format.dtype,
-                  {n, config_.block_tokens, grp.kv_heads, grp.head_dim}, config_.device);
+  if (!grp.format.is_affine()) {
+    view.k = Tensor(k, grp.format.dtype, {n, bt, grp.kv_heads, grp.head_dim}, config_.device);
+    view.v = Tensor(v, grp.format.dtype, {n, bt, grp.kv_heads, grp.head_dim}, config_.device);
+    return view;
+  }
+  const KvFormat& f = grp.format;
+  const std::vector<Plane> p = planes(g);
+  const int64_t words = grp.head_dim * f.bits / 32, groups = grp.head_dim / f.group_size;
+  view.bits = f.bits;
+  view.group_size = f.group_size;
+  view.k = Tensor(k, DType::U32, {n, bt, grp.kv_heads, words}, config_.device);
+  view.v = Tensor(v, DType::U32, {n, bt, grp.kv_heads, words}, config_.device);
+  view.k_scales = Tensor(k + p[1].offset, f.dtype, {n, bt, grp.kv_heads, groups}, config_.device);
+  view.k_biases = Tensor(k + p[2].offset, f.dtype, {n, bt, grp.kv_heads, groups}, config_.device);
+  view.v_scales = Tensor(v + p[1].offset, f.dtype, {n, bt, grp.kv_heads, groups}, config_.device);
+  view.v_biases = Tensor(v + p[2].offset, f.dtype, {n, bt, grp.kv_heads, groups}, config_.device);
   return view;
 }
 
@@ -154,12 +184,16 @@ void PagedKvCache::zero_storage() {
 }
 
 void PagedKvCache::copy_block(int g, int32_t from, int32_t to) {
-  const Storage& st = storage_[static_cast<size_t>(g)];
-  const size_t block = bytes_per_block(g) / (2 * group(g).layers.size());
-  for (size_t t = 0; t < 2 * group(g).layers.size(); ++t) {
-    std::byte* tensor = st.memory.data() + t * st.layer_tensor_bytes;
-    copy_bytes(tensor + static_cast<size_t>(to) * block, config_.device,
-               tensor + static_cast<size_t>(from) * block, config_.device, block);
+  const auto bt = static_cast<size_t>(config_.block_tokens);
+  for (size_t slot = 0; slot < group(g).layers.size(); ++slot) {
+    for (bool value : {false, true}) {
+      std::byte* base = region(g, slot, value);
+      for (const Plane& p : planes(g)) {
+        const size_t block = bt * p.token_bytes;
+        copy_bytes(base + p.offset + static_cast<size_t>(to) * block, config_.device,
+                   base + p.offset + static_cast<size_t>(from) * block, config_.device, block);
+      }
+    }
   }
 }
 

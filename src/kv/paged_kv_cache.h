@@ -56,11 +56,19 @@ struct ExtractedKv {
   std::vector<std::vector<int32_t>> positions;  // per group: held positions, ascending
   struct Layer {
     int group = -1;  // storage layers only (shared layers are left empty)
-    DType dtype = DType::F32;
+    KvFormat format;
+    DType dtype = DType::F32;  // of k and v: the dense dtype, or U32 codes for affine formats
     int64_t kv_heads = 0, head_dim = 0;
-    std::vector<std::byte> k, v;  // [positions of its group, kv_heads, head_dim] in `dtype`
+    // Dense: [positions of its group, kv_heads, head_dim] in `dtype`; affine: the codes,
+    // U32[positions, kv_heads, head_dim·bits/32].
+    std::vector<std::byte> k, v;
+    // Affine only: BF16[positions, kv_heads, head_dim/group_size].
+    std::vector<std::byte> k_scales, k_biases, v_scales, v_biases;
     Tensor k_tensor() const;
     Tensor v_tensor() const;
+    // K or V of the held positions as f32 (dequantized for affine formats): F32[positions,
+    // kv_heads, head_dim].
+    std::vector<float> dequantized(bool value) const;
   };
   std::vector<Layer> layers;  // per model layer
 };
@@ -128,8 +136,8 @@ class PagedKvCache {
   const std::vector<int32_t>& block_table(SequenceId seq, int g) const;
   // Slot (block · block_tokens + offset) of position pos in group g; the block must be held.
   int32_t slot(SequenceId seq, int g, int64_t pos) const;
-  // Storage of a layer ([num_blocks, block_tokens, kv_heads, head_dim]); a shared layer gets its
-  // donor layer's.
+  // Storage of a layer ([num_blocks, block_tokens, kv_heads, head_dim], or codes and scale/bias
+  // planes for an affine format, see ops::KvLayerView); a shared layer gets its donor layer's.
   ops::KvLayerView layer_view(int layer) const;
   // Sets every stored K/V byte to zero (benchmarks fill contexts without computing them).
   void zero_storage();
@@ -151,10 +159,20 @@ class PagedKvCache {
     std::vector<std::vector<int32_t>> tables;  // per group (empty for shared groups)
   };
   struct Storage {
-    DeviceMemory memory;  // [layers][K|V][num_blocks, block_tokens, heads, dim]
+    // [layers][K|V][planes][num_blocks, block_tokens, heads, ...]: dense formats have one plane
+    // (the values), affine formats three (codes, scales, biases).
+    DeviceMemory memory;
     std::unique_ptr<BlockPool> pool;
-    size_t layer_tensor_bytes = 0;  // one of K or V of one layer, all blocks
+    size_t layer_tensor_bytes = 0;  // one of K or V of one layer, all blocks, all planes
   };
+  // One plane of a K or V region: where it starts in the region, and the bytes of one token.
+  struct Plane {
+    size_t offset = 0;
+    size_t token_bytes = 0;
+  };
+  std::vector<Plane> planes(int g) const;
+  // Start of K (value = false) or V of the storage slot `slot` of group g.
+  std::byte* region(int g, size_t slot, bool value) const;
 
   Sequence& seq_ref(SequenceId seq);
   const Sequence& seq_ref(SequenceId seq) const;

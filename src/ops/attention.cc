@@ -18,7 +18,14 @@ namespace ringlm::ops {
 namespace {
 void check_kv_view(const KvLayerView& kv, const char* op) {
   const std::string k_what = std::string(op) + " kv.k", v_what = std::string(op) + " kv.v";
-  detail::check_float_storage(kv.k, k_what.c_str());
+  if (kv.affine()) {
+    RINGLM_CHECK((kv.bits == 4 || kv.bits == 8) && (kv.group_size == 32 || kv.group_size == 64), op,
+                 ": affine KV view with bits ", kv.bits, " and group_size ", kv.group_size,
+                 " (supported: 4 or 8 bits, groups of 32 or 64)");
+    check_dtype(kv.k, DType::U32, k_what.c_str());
+  } else {
+    detail::check_float_storage(kv.k, k_what.c_str());
+  }
   check_shape(kv.k, {-1, -1, -1, -1}, k_what.c_str());
   detail::check_contiguous(kv.k, k_what.c_str());
   check_dtype(kv.v, kv.k.dtype, v_what.c_str());
@@ -26,6 +33,19 @@ void check_kv_view(const KvLayerView& kv, const char* op) {
   detail::check_contiguous(kv.v, v_what.c_str());
   RINGLM_CHECK(kv.k.shape[1] > 0 && kv.k.shape[2] > 0 && kv.k.shape[3] > 0, op,
                ": empty K/V block layout ", kv.k.describe());
+  if (!kv.affine()) return;
+  RINGLM_CHECK(kv.head_dim() % kv.group_size == 0, op, ": head_dim ", kv.head_dim(),
+               " is not a multiple of the group size ", kv.group_size);
+  const int64_t groups = kv.head_dim() / kv.group_size;
+  for (const auto& [plane, name] : {std::pair{&kv.k_scales, "k_scales"},
+                                    {&kv.k_biases, "k_biases"},
+                                    {&kv.v_scales, "v_scales"},
+                                    {&kv.v_biases, "v_biases"}}) {
+    const std::string what = std::string(op) + " kv." + name;
+    check_dtype(*plane, DType::BF16, what.c_str());
+    check_shape(*plane, {kv.k.shape[0], kv.k.shape[1], kv.k.shape[2], groups}, what.c_str());
+    detail::check_contiguous(*plane, what.c_str());
+  }
 }
 
 }  // namespace
@@ -67,7 +87,9 @@ void check_attention_rows(const AttentionRows& rows, int64_t T, int64_t num_bloc
 
 void attention(const Tensor& q, const KvLayerView& kv, const AttentionRows& rows,
                const AttentionParams& params, Tensor& out) {
-  [[maybe_unused]] const Device dev = detail::device_of("attention", {&q, &kv.k, &kv.v, &out});
+  [[maybe_unused]] const Device dev = detail::device_of(
+      "attention",
+      {&q, &kv.k, &kv.v, &kv.k_scales, &kv.k_biases, &kv.v_scales, &kv.v_biases, &out});
   check_dtype(q, DType::F32, "attention q");
   check_shape(q, {-1, -1, -1}, "attention q");
   detail::check_contiguous(q, "attention q");
@@ -88,6 +110,7 @@ void attention(const Tensor& q, const KvLayerView& kv, const AttentionRows& rows
   check_attention_rows(rows, q.shape[0], kv.k.shape[0], kv.block_tokens());
 #ifdef RINGLM_HAS_CUDA
   if (dev == Device::CUDA) {
+    RINGLM_USER_CHECK(!kv.affine(), "affine KV formats are not available on CUDA yet");
     // Attention sinks (--max-kv-size keep) are CPU-only until the CUDA kernel learns them.
     RINGLM_USER_CHECK(
         params.sink_tokens == 0,
@@ -102,7 +125,9 @@ void attention(const Tensor& q, const KvLayerView& kv, const AttentionRows& rows
 }
 
 void kv_write(const Tensor& k, const Tensor& v, const Tensor& slots, KvLayerView& kv) {
-  [[maybe_unused]] const Device dev = detail::device_of("kv_write", {&k, &v, &slots, &kv.k, &kv.v});
+  [[maybe_unused]] const Device dev = detail::device_of(
+      "kv_write",
+      {&k, &v, &slots, &kv.k, &kv.v, &kv.k_scales, &kv.k_biases, &kv.v_scales, &kv.v_biases});
   check_kv_view(kv, "kv_write");
   check_dtype(k, DType::F32, "kv_write k");
   check_shape(k, {-1, kv.kv_heads(), kv.head_dim()}, "kv_write k");
@@ -116,7 +141,10 @@ void kv_write(const Tensor& k, const Tensor& v, const Tensor& slots, KvLayerView
   const int64_t capacity = kv.k.shape[0] * kv.k.shape[1];
 #ifdef RINGLM_HAS_CUDA
   // CUDA slots live on the device: the kernel checks them (reported by cuda::synchronize()).
-  if (dev == Device::CUDA) return cuda::kv_write(k, v, slots, kv);
+  if (dev == Device::CUDA) {
+    RINGLM_USER_CHECK(!kv.affine(), "affine KV formats are not available on CUDA yet");
+    return cuda::kv_write(k, v, slots, kv);
+  }
 #endif
   std::vector<int32_t> sorted(static_cast<size_t>(slots.shape[0]));
   for (int64_t t = 0; t < slots.shape[0]; ++t) {

@@ -81,12 +81,24 @@ void softcap(Tensor& x, float cap);  // F32[M, N]
 // A layer's K/V live in fixed-size blocks of `block_tokens` tokens. A row's tokens 0..n-1 are found
 // through its block table: token t is at block_table[row][t / block_tokens], offset t %
 // block_tokens. The KV block layer (kv/) owns the blocks; these views are what kernels read.
+//
+// Storage format: dense (bits == 0) views hold the values in k and v. Affine views (bits 4 or 8,
+// the MLX `affine` quantization, kv/affine_codec.h) hold per token and kv head the head_dim codes
+// packed LSB-first into uint32 words in k / v, and one scale and bias per group of `group_size`
+// values along head_dim in the scale/bias planes: value ≈ scale·code + bias.
 struct KvLayerView {
-  Tensor k;  // F32|BF16|F16[num_blocks, block_tokens, kv_heads, head_dim]
+  Tensor k;  // dense: F32|BF16|F16[num_blocks, block_tokens, kv_heads, head_dim]
+             // affine: U32[num_blocks, block_tokens, kv_heads, head_dim·bits/32]
   Tensor v;  // same shape and dtype as k
+  // Affine only (empty when dense): BF16[num_blocks, block_tokens, kv_heads, head_dim/group_size]
+  // (default member initializers: `KvLayerView{k, v}` stays a complete dense view)
+  Tensor k_scales{}, k_biases{}, v_scales{}, v_biases{};
+  int bits = 0;        // 0: dense; 4 or 8: affine codes
+  int group_size = 0;  // affine: values per scale/bias group (32 or 64)
+  bool affine() const { return bits > 0; }
   int block_tokens() const { return static_cast<int>(k.shape[1]); }
   int kv_heads() const { return static_cast<int>(k.shape[2]); }
-  int head_dim() const { return static_cast<int>(k.shape[3]); }
+  int head_dim() const { return static_cast<int>(affine() ? k.shape[3] * 32 / bits : k.shape[3]); }
 };
 
 // Per-step row layout, shared by every layer of a step.
@@ -121,16 +133,18 @@ struct AttentionParams {
   int window = 0;        // > 0: sliding window of this many keys including the query's own
   int sink_tokens = 0;   // with window > 0: the first sink_tokens keys are always visible
 };
-// GQA: q head h reads kv head h / (q_heads / kv_heads). Online (flash-style) softmax in f32. Checks
-// that query_start covers [0, T) in order, context_len[r] >= the row's queries, and the blocks a
-// row's context needs are valid block ids. Rows with no queries are skipped. out may alias q.
+// GQA: q head h reads kv head h / (q_heads / kv_heads). Online (flash-style) softmax in f32; an
+// affine view is dequantized key row by key row inside the kernel. Checks that query_start covers
+// [0, T) in order, context_len[r] >= the row's queries, and the blocks a row's context needs are
+// valid block ids. Rows with no queries are skipped. out may alias q.
 void attention(const Tensor& q,  // F32[T, q_heads, head_dim]
                const KvLayerView& kv, const AttentionRows& rows, const AttentionParams& params,
                Tensor& out);  // F32[T, q_heads, head_dim]
 
 // Writes this step's K/V: token t goes to slot slots[t] = block * block_tokens + offset, which must
 // be in [0, num_blocks * block_tokens) and distinct. f32 is rounded to the cache dtype (nearest
-// even).
+// even); an affine view quantizes each (token, kv head) row as mx.quantize (float32, ties to even,
+// true group max) and rounds scale and bias to bf16.
 void kv_write(const Tensor& k,      // F32[T, kv_heads, head_dim]
               const Tensor& v,      // F32[T, kv_heads, head_dim]
               const Tensor& slots,  // I32[T]

@@ -5,7 +5,45 @@
 #include <limits>
 #include <vector>
 
+#include "kv/affine_codec.h"
+
 namespace ringlm::ops::reference {
+
+namespace {
+// Element e (of kv_heads·head_dim) of slot `slot` of K (or V), dequantized from an affine view as
+// scale·code + bias in f32 (bf16 scale and bias), or widened from a dense one.
+float kv_value(const KvLayerView& kv, bool value, int64_t slot, int64_t e) {
+  const Tensor& data = value ? kv.v : kv.k;
+  const int64_t D = kv.head_dim();
+  if (!kv.affine()) return load_f32(data, slot * kv.kv_heads() * D + e);
+  const int64_t row = slot * kv.kv_heads() + e / D, i = e % D;
+  const int64_t groups = D / kv.group_size, words = D * kv.bits / 32;
+  const uint32_t code = kv::affine_code(data.ptr<const uint32_t>() + row * words, i, kv.bits);
+  const int64_t gi = row * groups + i / kv.group_size;
+  const float scale = bf16_to_f32((value ? kv.v_scales : kv.k_scales).ptr<const bf16_t>()[gi]);
+  const float bias = bf16_to_f32((value ? kv.v_biases : kv.k_biases).ptr<const bf16_t>()[gi]);
+  return scale * static_cast<float>(code) + bias;
+}
+
+// MLX affine quantization of token t's rows into slot `slot` (reference kv_write).
+void quantize_token(const float* src, int64_t slot, const KvLayerView& kv, bool value) {
+  const int64_t H = kv.kv_heads(), D = kv.head_dim();
+  const int64_t groups = D / kv.group_size, words = D * kv.bits / 32;
+  const kv::AffineFormat format{kv.bits, kv.group_size};
+  std::vector<float> scales(static_cast<size_t>(groups)), biases(scales.size());
+  for (int64_t h = 0; h < H; ++h) {
+    const int64_t row = slot * H + h;
+    kv::affine_quantize(src + h * D, D, format, (value ? kv.v : kv.k).ptr<uint32_t>() + row * words,
+                        scales.data(), biases.data());
+    for (int64_t g = 0; g < groups; ++g) {
+      (value ? kv.v_scales : kv.k_scales).ptr<bf16_t>()[row * groups + g] =
+          f32_to_bf16(scales[static_cast<size_t>(g)]);
+      (value ? kv.v_biases : kv.k_biases).ptr<bf16_t>()[row * groups + g] =
+          f32_to_bf16(biases[static_cast<size_t>(g)]);
+    }
+  }
+}
+}  // namespace
 
 float load_f32(const Tensor& t, int64_t i) {
   switch (t.dtype) {
@@ -167,8 +205,8 @@ void attention(const Tensor& q, const KvLayerView& kv, const AttentionRows& rows
       const int64_t block = rows.block_table[int64_t{r} * rows.max_blocks + j / bt];
       const int64_t slot = block * bt + j % bt;
       for (int64_t e = 0; e < KVH * D; ++e) {
-        keys[static_cast<size_t>(j * KVH * D + e)] = load_f32(kv.k, slot * KVH * D + e);
-        vals[static_cast<size_t>(j * KVH * D + e)] = load_f32(kv.v, slot * KVH * D + e);
+        keys[static_cast<size_t>(j * KVH * D + e)] = kv_value(kv, false, slot, e);
+        vals[static_cast<size_t>(j * KVH * D + e)] = kv_value(kv, true, slot, e);
       }
     }
     std::vector<double> scores(static_cast<size_t>(ctx));
@@ -208,6 +246,11 @@ void kv_write(const Tensor& k, const Tensor& v, const Tensor& slots, KvLayerView
   const int64_t row = k.shape[1] * k.shape[2];
   for (int64_t t = 0; t < k.shape[0]; ++t) {
     const int64_t slot = slots.ptr<const int32_t>()[t];
+    if (kv.affine()) {
+      quantize_token(k.ptr<const float>() + t * row, slot, kv, false);
+      quantize_token(v.ptr<const float>() + t * row, slot, kv, true);
+      continue;
+    }
     for (int64_t e = 0; e < row; ++e) {
       const float kf = k.ptr<const float>()[t * row + e], vf = v.ptr<const float>()[t * row + e];
       const int64_t dst = slot * row + e;

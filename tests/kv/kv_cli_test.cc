@@ -1,10 +1,14 @@
-// The KV flags of the ringlm binary: --max-kv-size / --kv-keep / --kv-format give the tokens the
-// runner gives in process with the same configuration; bad values are one clear error, exit 1.
+// The KV flags of the ringlm binary: --max-kv-size / --kv-keep / --kv-format (dense and affine) /
+// --kv-config give the tokens the runner gives in process with the same configuration; bad values
+// (and the unbuilt --kv-quant-start) are one clear error, exit 1.
 #include <gtest/gtest.h>
 
 #include "cli/cli_util.h"
 
+#include <fstream>
+
 #include "engine/runner.h"
+#include "kv_test_models.h"
 #include "models/golden_util.h"
 #include "models/model.h"
 
@@ -56,6 +60,56 @@ TEST(KvCli, BadKvFlagsAreClearErrors) {
   out = run(base + "--kv-format int3");
   EXPECT_EQ(out.exit_code, 1);
   EXPECT_NE(out.output.find("unknown KV format 'int3'"), std::string::npos) << out.output;
+  // head_dim 16: no MLX group size divides it.
+  out = run(base + "--kv-format int8-g32");
+  EXPECT_EQ(out.exit_code, 1);
+  EXPECT_NE(out.output.find("head_dim 16 is not a multiple of the group size 32"),
+            std::string::npos)
+      << out.output;
+  out = run(base + "--kv-format int8-g32 --kv-quant-start 64");
+  EXPECT_EQ(out.exit_code, 1);
+  EXPECT_NE(out.output.find("--kv-quant-start is not supported yet"), std::string::npos)
+      << out.output;
+  const std::string bad_config = ::testing::TempDir() + "/bad_kv_config.json";
+  std::ofstream(bad_config) << R"({"layers": {"0": "int5-g64"}})";
+  out = run(base + "--kv-config " + bad_config);
+  EXPECT_EQ(out.exit_code, 1);
+  EXPECT_NE(out.output.find("bad_kv_config.json layers.0"), std::string::npos) << out.output;
+}
+
+std::string join(const std::vector<int32_t>& ids) {
+  std::string s;
+  for (size_t i = 0; i < ids.size(); ++i) s += (i ? "," : "") + std::to_string(ids[i]);
+  return s;
+}
+
+// `generate --kv-format int4-g64` (and a kv_config.json mixing formats) = the runner in process.
+TEST(KvCli, AffineKvFormatsGenerateEqualsTheRunner) {
+  const std::string dir = testing::kv_model_dir("random_d64");
+  const std::vector<int32_t> prompt = testing::kv_model_prompt("random_d64");
+  const std::string config = ::testing::TempDir() + "/mixed_kv_config.json";
+  std::ofstream(config) << R"({"default": "int4-g64", "layers": {"1": "int8-g32"}})";
+  for (const bool from_file : {false, true}) {
+    auto model = models::load_model(dir);
+    engine::RunnerConfig rc;
+    rc.kv_memory_bytes = size_t{16} << 20;
+    if (from_file) {
+      rc.kv_formats = kv::load_kv_config(config);
+    } else {
+      rc.kv_format = kv::KvFormat::parse("int4-g64");
+    }
+    engine::Runner runner(*model, rc);
+    engine::GreedyOptions options;
+    options.max_new_tokens = 12;
+    const auto want = engine::generate_greedy(runner, {prompt}, options).tokens[0];
+    const Outcome out =
+        run("generate --model " + dir + " --prompt-tokens " + join(prompt) +
+                " --max-tokens 12 --kv-memory 16 " +
+                (from_file ? "--kv-config " + config : std::string("--kv-format int4-g64")),
+            true);
+    ASSERT_EQ(out.exit_code, 0) << out.output;
+    EXPECT_EQ(out.output.substr(0, out.output.find('\n')), join(want));
+  }
 }
 
 }  // namespace

@@ -4,7 +4,8 @@
 // steps), through many window wraps (sequences up to 7x the fixtures' window of 16, and with
 // --max-kv-size 20 / keep 4 so that full-attention fixtures slide too); sliding groups stay
 // within their block cap and the pools end empty. Fork (copy-on-write) and save/load continue
-// exactly like the straight run.
+// exactly like the straight run. The same under the affine KV formats (int8 / int4, groups of
+// 32 on the fixtures whose head_dim allows it, groups of 64 on a random head_dim-64 Llama).
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -14,6 +15,7 @@
 
 #include "engine/runner.h"
 #include "kv/step_plan.h"
+#include "kv_test_models.h"
 #include "models/golden_util.h"
 #include "models/model.h"
 
@@ -22,8 +24,9 @@ namespace {
 
 using Logits = std::vector<std::vector<float>>;  // [position][vocab]
 
-engine::RunnerConfig runner_config(bool bounded, int lookahead) {
+engine::RunnerConfig runner_config(bool bounded, int lookahead, const std::string& format = "f32") {
   engine::RunnerConfig rc;
+  rc.kv_format = kv::KvFormat::parse(format);
   rc.kv_memory_bytes = size_t{32} << 20;
   rc.block_tokens = 8;
   rc.max_step_tokens = 96;
@@ -102,24 +105,25 @@ void expect_within_caps(const kv::PagedKvCache& cache) {
   }
 }
 
-class KvSchedule : public ::testing::TestWithParam<std::tuple<std::string, bool>> {};
+// (model, --max-kv-size 20, KV format)
+class KvSchedule : public ::testing::TestWithParam<std::tuple<std::string, bool, std::string>> {};
 
 TEST_P(KvSchedule, AnyScheduleGivesEachRowItsSerialLogits) {
-  const auto& [fixture, bounded] = GetParam();
-  const testing::Golden golden = testing::load_golden(fixture);
-  auto model = models::load_model(testing::fixture_model_dir(fixture));
+  const auto& [fixture, bounded, format] = GetParam();
+  const std::vector<int32_t> prompt = testing::kv_model_prompt(fixture);
+  auto model = models::load_model(testing::kv_model_dir(fixture));
   const int lookahead = 4;
-  const engine::RunnerConfig rc = runner_config(bounded, lookahead);
+  const engine::RunnerConfig rc = runner_config(bounded, lookahead, format);
   const std::vector<size_t> lengths = {112, 97, 64, 33, 120, 5};
   std::vector<std::vector<int32_t>> requests;
   std::vector<Logits> want;
   for (size_t i = 0; i < lengths.size(); ++i) {
-    requests.push_back(tokens_for(golden.prompt, lengths[i], i));
+    requests.push_back(tokens_for(prompt, lengths[i], i));
     want.push_back(alone(*model, rc, requests.back(), 20));
   }
   for (uint32_t seed : {1u, 2u}) {
-    SCOPED_TRACE(::testing::Message()
-                 << fixture << (bounded ? " max-kv-size 20" : "") << " seed " << seed);
+    SCOPED_TRACE(::testing::Message() << fixture << (bounded ? " max-kv-size 20" : "") << " "
+                                      << format << " seed " << seed);
     std::mt19937 rng(seed);
     engine::Runner runner(*model, rc);
     auto& cache = runner.cache();
@@ -208,13 +212,13 @@ TEST_P(KvSchedule, AnyScheduleGivesEachRowItsSerialLogits) {
 // Fork after a prefix whose end is inside a block: both rows continue with different tokens in
 // the same steps and each gets its straight run's logits (the shared partial block is copied).
 TEST_P(KvSchedule, ForkedRowsContinueLikeTheirStraightRuns) {
-  const auto& [fixture, bounded] = GetParam();
-  const testing::Golden golden = testing::load_golden(fixture);
-  auto model = models::load_model(testing::fixture_model_dir(fixture));
-  const engine::RunnerConfig rc = runner_config(bounded, 0);
+  const auto& [fixture, bounded, format] = GetParam();
+  const std::vector<int32_t> prompt = testing::kv_model_prompt(fixture);
+  auto model = models::load_model(testing::kv_model_dir(fixture));
+  const engine::RunnerConfig rc = runner_config(bounded, 0, format);
   const size_t prefix = 37, n = 90;
-  const auto a = tokens_for(golden.prompt, n, 1);
-  auto b = tokens_for(golden.prompt, n, 2);
+  const auto a = tokens_for(prompt, n, 1);
+  auto b = tokens_for(prompt, n, 2);
   std::copy(a.begin(), a.begin() + prefix, b.begin());
   const Logits want_a = alone(*model, rc, a, 20), want_b = alone(*model, rc, b, 20);
   engine::Runner runner(*model, rc);
@@ -259,15 +263,15 @@ TEST_P(KvSchedule, ForkedRowsContinueLikeTheirStraightRuns) {
 // Save after a prefix, load into another runner (and the same one), continue: the straight
 // run's logits.
 TEST_P(KvSchedule, SavedAndLoadedRowContinuesLikeTheStraightRun) {
-  const auto& [fixture, bounded] = GetParam();
-  const testing::Golden golden = testing::load_golden(fixture);
-  auto model = models::load_model(testing::fixture_model_dir(fixture));
-  const engine::RunnerConfig rc = runner_config(bounded, 2);
+  const auto& [fixture, bounded, format] = GetParam();
+  const std::vector<int32_t> prompt = testing::kv_model_prompt(fixture);
+  auto model = models::load_model(testing::kv_model_dir(fixture));
+  const engine::RunnerConfig rc = runner_config(bounded, 2, format);
   const size_t prefix = 53, n = 84;
-  const auto a = tokens_for(golden.prompt, n, 3);
+  const auto a = tokens_for(prompt, n, 3);
   const Logits want = alone(*model, rc, a, 20);
   const std::string path =
-      ::testing::TempDir() + "/kv_" + fixture + (bounded ? "_b" : "") + ".safetensors";
+      ::testing::TempDir() + "/kv_" + fixture + (bounded ? "_b_" : "_") + format + ".safetensors";
   {
     engine::Runner runner(*model, rc);
     auto& cache = runner.cache();
@@ -352,19 +356,29 @@ TEST(KvLongRun, SlidingBlocksStayBoundedAt50xTheWindow) {
   }
 }
 
-std::vector<std::tuple<std::string, bool>> cases() {
-  std::vector<std::tuple<std::string, bool>> out;
-  for (const auto& f : testing::all_fixtures()) {
-    out.emplace_back(f, false);
-    out.emplace_back(f, true);
+std::vector<std::tuple<std::string, bool, std::string>> cases() {
+  std::vector<std::tuple<std::string, bool, std::string>> out;
+  std::vector<std::string> models = testing::all_fixtures();
+  models.push_back("random_d64");
+  for (const auto& m : models) {
+    for (const std::string format : {"f32", "int8-g32", "int4-g32", "int8-g64", "int4-g64"}) {
+      if (!testing::kv_format_fits(m, format)) continue;
+      if (m == "random_d64" && format == "f32") continue;
+      out.emplace_back(m, false, format);
+      out.emplace_back(m, true, format);
+    }
   }
   return out;
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, KvSchedule, ::testing::ValuesIn(cases()),
                          [](const auto& param_info) {
-                           return std::get<0>(param_info.param) +
-                                  (std::get<1>(param_info.param) ? "_max_kv_20" : "");
+                           std::string name = std::get<0>(param_info.param) +
+                                              (std::get<1>(param_info.param) ? "_max_kv_20" : "");
+                           const std::string& format = std::get<2>(param_info.param);
+                           if (format != "f32")
+                             name += "_" + format.substr(0, 4) + format.substr(5);
+                           return name;
                          });
 
 }  // namespace

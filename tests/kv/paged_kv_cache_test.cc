@@ -120,16 +120,20 @@ TEST(KvLayout, RejectsBadSpecsNamingTheLayer) {
   EXPECT_THROW(make_layout({spec(), spec(0, 0, 1)}), Error);  // donor not earlier
   EXPECT_THROW(make_layout({spec(0, 4)}), Error);             // sinks without a window
   LayerKvSpec q = spec();
-  q.format.encoding = KvEncoding::Affine;
-  q.format.bits = 8;
-  q.format.group_size = 64;
+  q.format = KvFormat::parse("int8-g64");
+  q.head_dim = 32;  // groups of 64 along head_dim need a multiple of 64
   try {
-    make_layout({q});
+    make_layout({spec(), q});
     FAIL();
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("int8-g64 is not available in the KV cache yet"),
-              std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("layer 1: KV format int8-g64: head_dim 32 is not a "
+                                         "multiple of the group size 64"),
+              std::string::npos)
+        << e.what();
   }
+  q.format.dtype = DType::F32;  // affine scales are bf16
+  q.head_dim = 64;
+  EXPECT_THROW(make_layout({q}), Error);
   EXPECT_THROW(KvFormat::parse("int3"), Error);
   EXPECT_EQ(KvFormat::parse("bf16"), KvFormat::dense(DType::BF16));
 }

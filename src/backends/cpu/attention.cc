@@ -1,4 +1,5 @@
-// CPU causal GQA attention over paged K/V (f32, bf16 or f16 cache), flash-style online softmax.
+// CPU causal GQA attention over paged K/V (f32, bf16 or f16 cache, or MLX affine int8/int4 codes
+// with bf16 scales and biases), flash-style online softmax.
 //
 // One task per (block of up to 8 consecutive queries of a row, kv head): the queries and the q
 // heads sharing that kv head (GQA) walk the keys together, so each K/V row is widened to f32 once
@@ -13,6 +14,10 @@
 // Per chunk: s_j = (q·k_j) · scale (softcapped: cap · tanh(s / cap)); m' = max(m, max_j s_j);
 // acc and l are rescaled by exp(m − m'); p_j = exp(s_j − m'); l += p_j; acc += p_j · v_j.
 // Finally out = acc / l. All in f32; dot products run over head_dim zero-padded to whole vectors.
+//
+// Affine K/V are dequantized (scale·code + bias, f32) key row by key row into the same per-chunk
+// f32 buffers the dense rows are widened into: the cache is never materialized densely, and a
+// key's f32 values depend only on its own codes, so batch invariance holds as for dense K/V.
 
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "backends/cpu/attention.cc"
@@ -29,10 +34,12 @@
 #include "backends/cpu/simd-inl.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 #include "backends/cpu/cpu_ops.h"
@@ -53,9 +60,13 @@ struct AttentionTask {
 struct AttentionArgs {
   const float* q;  // [T, q_heads, D]
   float* out;      // [T, q_heads, D]
-  const void* k;   // [num_blocks, block_tokens, kv_heads, D] in `kv_dtype`
-  const void* v;
+  const void* k;   // dense: [num_blocks, block_tokens, kv_heads, D] in `kv_dtype`
+  const void* v;   // affine: U32 codes [num_blocks, block_tokens, kv_heads, D·bits/32]
   DType kv_dtype;
+  // Affine views only: BF16[num_blocks, block_tokens, kv_heads, D/group_size]
+  const bf16_t *k_scales, *k_biases, *v_scales, *v_biases;
+  int bits;  // 0: dense
+  size_t group_size;
   size_t q_heads, kv_heads, D, block_tokens;
   const ops::AttentionRows* rows;
   const AttentionTask* tasks;
@@ -102,6 +113,79 @@ HWY_INLINE void WidenRow(DF df, const KV* HWY_RESTRICT src, size_t n, float* HWY
   for (; d + L <= n; d += L) hn::StoreU(LoadF32(df, src + d), df, dst + d);
   for (; d < n; ++d) dst[d] = to_f32(src[d]);
 }
+
+// K/V row (slot, kv head) of a dense cache, widened to f32.
+template <typename KV>
+struct DenseRows {
+  const KV* k;
+  const KV* v;
+  size_t kv_heads, D;
+  HWY_INLINE void Load(DF df, size_t slot, size_t g, float* HWY_RESTRICT dk,
+                       float* HWY_RESTRICT dv) const {
+    const size_t off = (slot * kv_heads + g) * D;
+    WidenRow(df, k + off, D, dk);
+    WidenRow(df, v + off, D, dv);
+  }
+  HWY_INLINE void Prefetch(size_t slot, size_t g) const {
+    const size_t off = (slot * kv_heads + g) * D;
+    for (size_t b = 0; b < D * sizeof(KV); b += 64) {
+      hwy::Prefetch(reinterpret_cast<const char*>(k + off) + b);
+      hwy::Prefetch(reinterpret_cast<const char*>(v + off) + b);
+    }
+  }
+};
+
+// dst[i] = scale·code_i + bias of one (token, kv head) row of an affine cache. Codes are an
+// LSB-first bit stream; on a little-endian host, byte i holds 8-bit code i and 4-bit codes 2i
+// (low nibble) and 2i + 1 (high nibble).
+template <int kBits>
+HWY_INLINE void DequantizeRow(const uint32_t* HWY_RESTRICT codes,  // U32[D·kBits/32]
+                              const bf16_t* HWY_RESTRICT scales,   // BF16[D/group]
+                              const bf16_t* HWY_RESTRICT biases,   // BF16[D/group]
+                              size_t D, size_t group, float* HWY_RESTRICT dst) {  // F32[D]
+  static_assert(std::endian::native == std::endian::little, "affine KV assumes little-endian");
+  const auto* bytes = reinterpret_cast<const uint8_t*>(codes);
+  for (size_t g0 = 0, gi = 0; g0 < D; g0 += group, ++gi) {
+    const float sc = bf16_to_f32(scales[gi]), bi = bf16_to_f32(biases[gi]);
+    float* out = dst + g0;
+    if constexpr (kBits == 8) {
+      const uint8_t* q = bytes + g0;
+      for (size_t i = 0; i < group; ++i) out[i] = sc * static_cast<float>(q[i]) + bi;
+    } else {
+      const uint8_t* q = bytes + g0 / 2;
+      for (size_t i = 0; i < group / 2; ++i) {
+        out[2 * i] = sc * static_cast<float>(q[i] & 15u) + bi;
+        out[2 * i + 1] = sc * static_cast<float>(q[i] >> 4) + bi;
+      }
+    }
+  }
+}
+
+// K/V row (slot, kv head) of an affine cache, dequantized to f32.
+template <int kBits>
+struct AffineRows {
+  const uint32_t* k;
+  const uint32_t* v;
+  const bf16_t *k_scales, *k_biases, *v_scales, *v_biases;
+  size_t kv_heads, D, group;
+  HWY_INLINE void Load(DF, size_t slot, size_t g, float* HWY_RESTRICT dk,
+                       float* HWY_RESTRICT dv) const {
+    const size_t row = slot * kv_heads + g, words = D * kBits / 32, groups = D / group;
+    DequantizeRow<kBits>(k + row * words, k_scales + row * groups, k_biases + row * groups, D,
+                         group, dk);
+    DequantizeRow<kBits>(v + row * words, v_scales + row * groups, v_biases + row * groups, D,
+                         group, dv);
+  }
+  HWY_INLINE void Prefetch(size_t slot, size_t g) const {
+    const size_t row = slot * kv_heads + g, words = D * kBits / 32;
+    for (size_t b = 0; b < words * 4; b += 64) {
+      hwy::Prefetch(reinterpret_cast<const char*>(k + row * words) + b);
+      hwy::Prefetch(reinterpret_cast<const char*>(v + row * words) + b);
+    }
+    hwy::Prefetch(k_scales + row * (D / group));
+    hwy::Prefetch(v_scales + row * (D / group));
+  }
+};
 
 // One online-softmax step of stream `st` over the widened keys [jb, je) of the current chunk
 // (indices relative to the chunk start). What it computes depends only on the stream's state
@@ -191,9 +275,9 @@ void ChunkStep(const AttentionArgs& a, Scratch& s, size_t st, size_t jb, size_t 
 }
 
 // Queries [t0, t1) of row r (consecutive positions) against kv head g. Chunks are widened once
-// and shared by every query that needs them.
-template <typename KV>
-void Task(const AttentionArgs& a, Scratch& s, const AttentionTask& task) {
+// and shared by every query that needs them. `kv` reads one key's K and V rows as f32.
+template <typename KvRows>
+void Task(const AttentionArgs& a, const KvRows& kv, Scratch& s, const AttentionTask& task) {
   const DF df;
   const size_t D = a.D, Dp = s.Dp, group = a.q_heads / a.kv_heads;
   const ops::AttentionRows& rows = *a.rows;
@@ -211,16 +295,10 @@ void Task(const AttentionArgs& a, Scratch& s, const AttentionTask& task) {
   const auto sink_end_of = [&](int64_t pos) { return lo_of(pos) > 0 ? a.sinks : int64_t{0}; };
   const int32_t* table =
       rows.block_table + static_cast<size_t>(r) * static_cast<size_t>(rows.max_blocks);
-  const auto* k_base = static_cast<const KV*>(a.k);
-  const auto* v_base = static_cast<const KV*>(a.v);
-  const size_t token_stride = a.kv_heads * D;  // elements between consecutive slots
-  const size_t row_bytes = D * sizeof(KV);
-  // Element offset of key j's row for this kv head.
-  const auto key_offset = [&](int64_t j) {
+  // Slot of key j.
+  const auto slot_of = [&](int64_t j) {
     const auto bt = static_cast<int64_t>(a.block_tokens);
-    const size_t slot =
-        static_cast<size_t>(table[j / bt]) * a.block_tokens + static_cast<size_t>(j % bt);
-    return slot * token_stride + g * D;
+    return static_cast<size_t>(table[j / bt]) * a.block_tokens + static_cast<size_t>(j % bt);
   };
 
   for (int64_t i = 0; i < nq; ++i) {
@@ -240,9 +318,8 @@ void Task(const AttentionArgs& a, Scratch& s, const AttentionTask& task) {
   for (int64_t c0 = 0; c0 < sink_end_of(last); c0 += C) {
     const int64_t we = std::min(c0 + C, a.sinks);
     for (int64_t j = c0; j < we; ++j) {
-      const size_t off = key_offset(j);
-      WidenRow(df, k_base + off, D, s.keys.get() + static_cast<size_t>(j - c0) * Dp);
-      WidenRow(df, v_base + off, D, s.vals.get() + static_cast<size_t>(j - c0) * Dp);
+      kv.Load(df, slot_of(j), g, s.keys.get() + static_cast<size_t>(j - c0) * Dp,
+              s.vals.get() + static_cast<size_t>(j - c0) * Dp);
     }
     for (int64_t i = 0; i < nq; ++i) {
       if (sink_end_of(pos0 + i) == 0) continue;
@@ -254,19 +331,12 @@ void Task(const AttentionArgs& a, Scratch& s, const AttentionTask& task) {
   for (int64_t c0 = first - first % C; c0 <= last; c0 += C) {
     // Start fetching the next chunk's rows: keys are scattered over blocks, so the hardware
     // prefetchers do not see them coming and the loads below would wait on memory one by one.
-    for (int64_t j = c0 + C; j < std::min(c0 + 2 * C, last + 1); ++j) {
-      const size_t off = key_offset(j);
-      for (size_t b = 0; b < row_bytes; b += 64) {
-        hwy::Prefetch(reinterpret_cast<const char*>(k_base + off) + b);
-        hwy::Prefetch(reinterpret_cast<const char*>(v_base + off) + b);
-      }
-    }
+    for (int64_t j = c0 + C; j < std::min(c0 + 2 * C, last + 1); ++j) kv.Prefetch(slot_of(j), g);
     // Widen the chunk's K and V rows that some query needs into [kChunk, Dp] f32.
     const int64_t wb = std::max(c0, first), we = std::min(c0 + C, last + 1);
     for (int64_t j = wb; j < we; ++j) {
-      const size_t off = key_offset(j);
-      WidenRow(df, k_base + off, D, s.keys.get() + static_cast<size_t>(j - c0) * Dp);
-      WidenRow(df, v_base + off, D, s.vals.get() + static_cast<size_t>(j - c0) * Dp);
+      kv.Load(df, slot_of(j), g, s.keys.get() + static_cast<size_t>(j - c0) * Dp,
+              s.vals.get() + static_cast<size_t>(j - c0) * Dp);
     }
     for (int64_t i = 0; i < nq; ++i) {
       const int64_t pos = pos0 + i;
@@ -294,21 +364,35 @@ void AttentionTasksImpl(const AttentionArgs& a, size_t begin, size_t end) {
   const size_t L = hn::Lanes(DF());
   Scratch s;
   s.Init((a.D + L - 1) / L * L, kQueryBlock * (a.q_heads / a.kv_heads));
-  for (size_t i = begin; i < end; ++i) {
-    const AttentionTask& task = a.tasks[i];
-    switch (a.kv_dtype) {
-      case DType::F32:
-        Task<float>(a, s, task);
-        break;
-      case DType::BF16:
-        Task<hwy::bfloat16_t>(a, s, task);
-        break;
-      case DType::F16:
-        Task<hwy::float16_t>(a, s, task);
-        break;
-      default:
-        break;
-    }
+  const auto dense = [&](auto* type) {
+    using KV = std::remove_cv_t<std::remove_pointer_t<decltype(type)>>;
+    const DenseRows<KV> kv{static_cast<const KV*>(a.k), static_cast<const KV*>(a.v), a.kv_heads,
+                           a.D};
+    for (size_t i = begin; i < end; ++i) Task(a, kv, s, a.tasks[i]);
+  };
+  const auto affine = [&](auto bits) {
+    const AffineRows<decltype(bits)::value> kv{static_cast<const uint32_t*>(a.k),
+                                               static_cast<const uint32_t*>(a.v),
+                                               a.k_scales,
+                                               a.k_biases,
+                                               a.v_scales,
+                                               a.v_biases,
+                                               a.kv_heads,
+                                               a.D,
+                                               a.group_size};
+    for (size_t i = begin; i < end; ++i) Task(a, kv, s, a.tasks[i]);
+  };
+  if (a.bits == 8) return affine(std::integral_constant<int, 8>{});
+  if (a.bits == 4) return affine(std::integral_constant<int, 4>{});
+  switch (a.kv_dtype) {
+    case DType::F32:
+      return dense(static_cast<const float*>(nullptr));
+    case DType::BF16:
+      return dense(static_cast<const hwy::bfloat16_t*>(nullptr));
+    case DType::F16:
+      return dense(static_cast<const hwy::float16_t*>(nullptr));
+    default:
+      break;
   }
 }
 
@@ -337,6 +421,12 @@ void attention(const Tensor& q, const ops::KvLayerView& kv, const ops::Attention
                         kv.k.data,
                         kv.v.data,
                         kv.k.dtype,
+                        kv.k_scales.ptr<const bf16_t>(),
+                        kv.k_biases.ptr<const bf16_t>(),
+                        kv.v_scales.ptr<const bf16_t>(),
+                        kv.v_biases.ptr<const bf16_t>(),
+                        kv.bits,
+                        static_cast<size_t>(kv.group_size),
                         static_cast<size_t>(q.shape[1]),
                         static_cast<size_t>(kv_heads),
                         static_cast<size_t>(kv.head_dim()),

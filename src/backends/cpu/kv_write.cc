@@ -1,10 +1,13 @@
 // CPU K/V scatter: token t's K and V rows go to slot slots[t] of the paged cache, converted from
-// f32 to the cache dtype (round to nearest even, as torch's .to()).
+// f32 to the cache dtype (round to nearest even, as torch's .to()), or quantized per (token, kv
+// head) row for an affine view (MLX affine, kv/affine_codec.h; scale and bias rounded to bf16).
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "backends/cpu/cpu_ops.h"
 #include "core/thread_pool.h"
+#include "kv/affine_codec.h"
 
 namespace ringlm::cpu {
 
@@ -30,10 +33,45 @@ void store_row(const float* src, size_t n, DType dtype, void* dst) {
       RINGLM_FAIL("kv_write: unsupported cache dtype ", dtype_name(dtype));
   }
 }
+// Quantizes the kv_heads rows of one token into slot `slot` of an affine view's planes.
+void store_affine_token(const float* src,  // F32[kv_heads, head_dim]
+                        size_t slot, const Tensor& codes, const Tensor& scales,
+                        const Tensor& biases, const kv::AffineFormat& format, size_t kv_heads,
+                        size_t head_dim, std::vector<float>& scratch) {
+  const size_t words = head_dim * static_cast<size_t>(format.bits) / 32;
+  const size_t groups = head_dim / static_cast<size_t>(format.group_size);
+  scratch.resize(2 * groups);
+  for (size_t h = 0; h < kv_heads; ++h) {
+    const size_t row = slot * kv_heads + h;
+    kv::affine_quantize(src + h * head_dim, static_cast<int64_t>(head_dim), format,
+                        codes.ptr<uint32_t>() + row * words, scratch.data(),
+                        scratch.data() + groups);
+    for (size_t g = 0; g < groups; ++g) {
+      scales.ptr<bf16_t>()[row * groups + g] = f32_to_bf16(scratch[g]);
+      biases.ptr<bf16_t>()[row * groups + g] = f32_to_bf16(scratch[groups + g]);
+    }
+  }
+}
+
 }  // namespace
 
 void kv_write(const Tensor& k, const Tensor& v, const Tensor& slots, ops::KvLayerView& kv) {
   const auto T = k.shape[0];
+  if (kv.affine()) {
+    const kv::AffineFormat format{kv.bits, kv.group_size};
+    const auto heads = static_cast<size_t>(kv.kv_heads()), dim = static_cast<size_t>(kv.head_dim());
+    ThreadPool::global().parallel_for(T, 4, [&](int64_t b, int64_t e) {
+      std::vector<float> scratch;
+      for (int64_t t = b; t < e; ++t) {
+        const auto slot = static_cast<size_t>(slots.ptr<const int32_t>()[t]);
+        store_affine_token(k.row<float>(t), slot, kv.k, kv.k_scales, kv.k_biases, format, heads,
+                           dim, scratch);
+        store_affine_token(v.row<float>(t), slot, kv.v, kv.v_scales, kv.v_biases, format, heads,
+                           dim, scratch);
+      }
+    });
+    return;
+  }
   const size_t row = static_cast<size_t>(k.shape[1] * k.shape[2]);  // kv_heads * head_dim
   const size_t elem = dtype_size(kv.k.dtype);
   ThreadPool::global().parallel_for(T, 16, [&](int64_t b, int64_t e) {
