@@ -9,6 +9,10 @@
 // the dense kernel's on the f32 matrix dequant(w) bit for bit. K is a multiple of the group size
 // (>= 32), so there is never a K tail.
 //
+// With more than 4 rows (prefill) the codes of a block of weight rows are dequantized once into
+// an L2-sized f32 buffer (the same arithmetic, stored) that every row of x then runs over: a tile
+// of the weights at a time, never the whole tensor.
+//
 // 2-, 4- and 8-bit codes never straddle a 32-bit word; 3-, 5- and 6-bit codes can, and take a
 // scalar unpack into a small buffer per group instead (slower; MLX checkpoints are almost always
 // 4- or 8-bit).
@@ -171,6 +175,112 @@ HWY_INLINE void Tile(const QuantMatmulTask& t, size_t m0, size_t n) {
   }
 }
 
+// Row n of dequant(w) into out[K], with exactly Tile's arithmetic (so a tile over these floats
+// gives Tile's result bit for bit).
+template <int BITS>
+HWY_INLINE void DequantRow(const QuantMatmulTask& t, size_t n, float* HWY_RESTRICT out) {
+  const DF df;
+  const DU du;
+  const size_t L = hn::Lanes(df);
+  const uint32_t* row = t.codes + n * t.row_words;
+  constexpr size_t kPadWords = kMaxGroup * 8 / 32 + HWY_MAX_BYTES / sizeof(uint32_t);
+  HWY_ALIGN uint32_t tail[kPadWords];
+  const size_t group_words = t.group * static_cast<size_t>(t.bits) / 32;
+  const bool last_row = BITS != 0 && n + 1 == t.N;
+  if (last_row) {
+    std::memset(tail, 0, sizeof(tail));
+    std::memcpy(tail, row + t.row_words - group_words, group_words * sizeof(uint32_t));
+  }
+  const auto lane_bits = hn::Iota(du, 0) * hn::Set(du, static_cast<uint32_t>(BITS));
+  [[maybe_unused]] HWY_ALIGN float unpacked[BITS == 0 ? kMaxGroup : 1];
+  for (size_t g = 0; g < t.groups; ++g) {
+    const size_t k0 = g * t.group;
+    const auto scale = hn::Set(df, t.scales[n * t.groups + g]);
+    const auto bias = hn::Set(df, t.biases[n * t.groups + g]);
+    const bool use_tail = last_row && g + 1 == t.groups;
+    if constexpr (BITS == 0) {
+      for (size_t c = 0; c < t.group; ++c)
+        unpacked[c] =
+            static_cast<float>(kv::affine_code(row, static_cast<int64_t>(k0 + c), t.bits));
+    }
+    for (size_t c = 0; c < t.group; c += L) {
+      hn::Vec<DF> q;
+      if constexpr (BITS != 0) {
+        q = use_tail ? UnpackCodes<BITS>(tail, c, lane_bits)
+                     : UnpackCodes<BITS>(row, k0 + c, lane_bits);
+      } else {
+        q = hn::Load(df, unpacked + c);
+      }
+      hn::StoreU(hn::Add(hn::Mul(q, scale), bias), df, out + k0 + c);
+    }
+  }
+}
+
+// Tile over dequantized rows: w[j] is row n + j of dequant(w), K floats each.
+template <size_t MR, size_t NR>
+HWY_INLINE void DequantizedTile(const QuantMatmulTask& t, const float* HWY_RESTRICT w, size_t m0,
+                                size_t n) {
+  const DF df;
+  const size_t L = hn::Lanes(df);
+  const size_t K = t.K;
+  const float* HWY_RESTRICT x = t.x + m0 * t.x_stride;
+  hn::Vec<DF> acc[MR][NR];
+  RINGLM_UNROLL for (size_t i = 0; i < MR; ++i) {
+    RINGLM_UNROLL for (size_t j = 0; j < NR; ++j) acc[i][j] = hn::Zero(df);
+  }
+  for (size_t k = 0; k < K; k += L) {  // K is a multiple of 32: no tail
+    hn::Vec<DF> wv[NR];
+    RINGLM_UNROLL for (size_t j = 0; j < NR; ++j) wv[j] = hn::LoadU(df, w + j * K + k);
+    RINGLM_UNROLL for (size_t i = 0; i < MR; ++i) {
+      const auto xv = hn::LoadU(df, x + i * t.x_stride + k);
+      RINGLM_UNROLL for (size_t j = 0; j < NR; ++j) acc[i][j] = hn::MulAdd(xv, wv[j], acc[i][j]);
+    }
+  }
+  RINGLM_UNROLL for (size_t i = 0; i < MR; ++i) {
+    float* HWY_RESTRICT y = t.y + (m0 + i) * t.y_stride + n;
+    RINGLM_UNROLL for (size_t j = 0; j < NR; ++j) {
+      const float sum = ReduceSumF32(df, acc[i][j]);
+      y[j] = t.bias != nullptr ? sum + t.bias[n + j] : sum;
+    }
+  }
+}
+
+template <size_t MR>
+HWY_INLINE void DequantizedRowBlock(const QuantMatmulTask& t, const float* w, size_t w_row0,
+                                    size_t m, size_t n0, size_t n1) {
+  constexpr size_t NR = kWideNR;
+  size_t n = n0;
+  for (; n + NR <= n1; n += NR) DequantizedTile<MR, NR>(t, w + (n - w_row0) * t.K, m, n);
+  for (; n < n1; ++n) DequantizedTile<MR, 1>(t, w + (n - w_row0) * t.K, m, n);
+}
+
+// Many rows (prefill): dequantize a block of weight rows once into an L2-sized f32 buffer and run
+// every row of x over it, instead of unpacking the codes again for each 4-row tile.
+template <int BITS>
+void RunManyRows(const QuantMatmulTask& t) {
+  const size_t block = std::max<size_t>(1, (size_t{128} << 10) / (t.K * sizeof(float)) / 8) * 8;
+  std::vector<float> w(block * t.K);
+  for (size_t nb = t.n0; nb < t.n1; nb += block) {
+    const size_t ne = std::min(t.n1, nb + block);
+    for (size_t n = nb; n < ne; ++n) DequantRow<BITS>(t, n, w.data() + (n - nb) * t.K);
+    size_t m = t.m0;
+    for (; m + 4 <= t.m1; m += 4) DequantizedRowBlock<4>(t, w.data(), nb, m, nb, ne);
+    switch (t.m1 - m) {
+      case 3:
+        DequantizedRowBlock<3>(t, w.data(), nb, m, nb, ne);
+        break;
+      case 2:
+        DequantizedRowBlock<2>(t, w.data(), nb, m, nb, ne);
+        break;
+      case 1:
+        DequantizedRowBlock<1>(t, w.data(), nb, m, nb, ne);
+        break;
+      default:
+        break;
+    }
+  }
+}
+
 template <size_t MR, int BITS>
 HWY_INLINE void RowBlock(const QuantMatmulTask& t, size_t m, size_t n0, size_t n1) {
   constexpr size_t NR = NrFor(MR);
@@ -179,29 +289,21 @@ HWY_INLINE void RowBlock(const QuantMatmulTask& t, size_t m, size_t n0, size_t n
   for (; n < n1; ++n) Tile<MR, 1, BITS>(t, m, n);
 }
 
+// Up to 4 rows (decode): unpack in registers, streaming the codes once. More: RunManyRows.
 template <int BITS>
 void RunTask(const QuantMatmulTask& t) {
-  // Column blocks of about 128 KiB of codes stay in L2 while every row block passes over them.
-  const size_t row_bytes = std::max<size_t>(t.row_words * 4, 1);
-  const size_t block =
-      t.m1 - t.m0 <= 4 ? t.n1 - t.n0 : std::max<size_t>(1, (size_t{128} << 10) / row_bytes / 8) * 8;
-  for (size_t nb = t.n0; nb < t.n1; nb += block) {
-    const size_t ne = std::min(t.n1, nb + block);
-    size_t m = t.m0;
-    for (; m + 4 <= t.m1; m += 4) RowBlock<4, BITS>(t, m, nb, ne);
-    switch (t.m1 - m) {
-      case 3:
-        RowBlock<3, BITS>(t, m, nb, ne);
-        break;
-      case 2:
-        RowBlock<2, BITS>(t, m, nb, ne);
-        break;
-      case 1:
-        RowBlock<1, BITS>(t, m, nb, ne);
-        break;
-      default:
-        break;
-    }
+  if (t.m1 - t.m0 > 4) return RunManyRows<BITS>(t);
+  switch (t.m1 - t.m0) {
+    case 4:
+      return RowBlock<4, BITS>(t, t.m0, t.n0, t.n1);
+    case 3:
+      return RowBlock<3, BITS>(t, t.m0, t.n0, t.n1);
+    case 2:
+      return RowBlock<2, BITS>(t, t.m0, t.n0, t.n1);
+    case 1:
+      return RowBlock<1, BITS>(t, t.m0, t.n0, t.n1);
+    default:
+      break;
   }
 }
 
