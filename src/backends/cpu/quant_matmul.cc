@@ -80,23 +80,35 @@ constexpr size_t NrFor(size_t mr) {
 constexpr size_t kMaxGroup = 128;
 
 // Unpacks the codes of L consecutive values of one row, starting at value k, into floats. BITS is
-// 2, 4 or 8 (no code straddles a word). `lane_bits` is Iota · BITS. Reads only words holding
-// those codes or the L - 1 words after them, so the caller passes a padded copy for a row's end
-// when it may be the end of the mapping.
+// 2, 4 or 8 (no code straddles a word). `lane_bits` is Iota · BITS. 8-bit codes are bytes; the
+// others read the words holding those codes or the L - 1 words after them, so the caller passes a
+// padded copy for a row's end when it may be the end of the mapping.
 template <int BITS>
 HWY_INLINE hn::Vec<DF> UnpackCodes(const uint32_t* HWY_RESTRICT row, size_t k,
                                    hn::Vec<DU> lane_bits) {
   const DF df;
   const DU du;
   const DI di;
-  const size_t first_bit = k * BITS;
-  const auto bit = hn::Add(lane_bits, hn::Set(du, static_cast<uint32_t>(first_bit & 31)));
-  const auto word = hn::ShiftRight<5>(bit);
-  const auto shift = hn::And(bit, hn::Set(du, 31u));
-  const auto words = hn::LoadU(du, row + (first_bit >> 5));
-  const auto mine = hn::TableLookupLanes(words, hn::IndicesFromVec(du, word));
-  const auto code = hn::And(mine >> shift, hn::Set(du, (1u << BITS) - 1u));
-  return hn::ConvertTo(df, hn::BitCast(di, code));
+  if constexpr (BITS == 8) {  // code k is byte k of the row: one widening load
+    (void)lane_bits;
+    const hn::Rebind<uint8_t, DI> d8;
+    const auto* bytes = reinterpret_cast<const uint8_t*>(row) + k;
+    return hn::ConvertTo(df, hn::BitCast(di, hn::PromoteTo(du, hn::LoadU(d8, bytes))));
+  } else {
+    const size_t first_bit = k * BITS;
+    // When a vector's codes fill whole words (4-bit on AVX2 / AVX-512), every chunk starts on a
+    // word boundary: the lane indices and shifts are loop-invariant and get hoisted.
+    const bool word_aligned = hn::Lanes(df) * BITS % 32 == 0;
+    const auto bit = word_aligned
+                         ? lane_bits
+                         : hn::Add(lane_bits, hn::Set(du, static_cast<uint32_t>(first_bit & 31)));
+    const auto word = hn::ShiftRight<5>(bit);
+    const auto shift = hn::And(bit, hn::Set(du, 31u));
+    const auto words = hn::LoadU(du, row + (first_bit >> 5));
+    const auto mine = hn::TableLookupLanes(words, hn::IndicesFromVec(du, word));
+    const auto code = hn::And(mine >> shift, hn::Set(du, (1u << BITS) - 1u));
+    return hn::ConvertTo(df, hn::BitCast(di, code));
+  }
 }
 
 // y[m0 + i, n + j] for i < MR, j < NR. BITS 0: any width, unpacked by the scalar codec per group.
