@@ -4,6 +4,8 @@
 #include <tuple>
 #include <utility>
 
+#include "kv/affine_codec.h"
+
 namespace ringlm::models {
 
 DecoderDims decoder_dims(const io::ModelConfig& c) {
@@ -63,6 +65,7 @@ ops::Weight WeightLoader::matrix(const std::string& module, int64_t rows, int64_
     std::tie(group, bits) = it->second;
   RINGLM_USER_CHECK(group != 0, where,
                     " has .scales but config.json's quantization marks it not quantized");
+  kv::validate_affine_format({bits, group});  // clear message for unsupported bits / groups
   RINGLM_USER_CHECK(cols % group == 0, where, ": input size ", cols,
                     " is not a multiple of group_size ", group);
   ops::QuantizedMatrix q;

@@ -138,6 +138,9 @@ TEST(QuantizedModelLoad, RefusesCheckpointsItCannotRead) {
   expect_load_error({{"group_size", 32}, {"bits", 4}, {"mode", "mxfp4"}},
                     "quantization 'mxfp4' is not supported");
   expect_load_error({{"quant_method", "gptq"}}, "quantization 'gptq' is not supported");
+  // Formats MLX does not have.
+  expect_load_error({{"group_size", 16}, {"bits", 4}}, "group_size=16 is not one of");
+  expect_load_error({{"group_size", 64}, {"bits", 7}}, "bits=7 is not one of");
   // Bits that do not match the packed codes' width.
   expect_load_error({{"group_size", 64}, {"bits", 8}}, "8-bit codes");
   // An override that says "not quantized" for a module that is.
