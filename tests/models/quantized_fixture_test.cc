@@ -21,6 +21,12 @@ float widen(const Tensor& t, int64_t i) {
   return ops::reference::load_f32(t, i);
 }
 
+float rounded(float x, DType dtype) {
+  return dtype == DType::BF16  ? bf16_to_f32(f32_to_bf16(x))
+         : dtype == DType::F16 ? f16_to_f32(f32_to_f16(x))
+                               : x;
+}
+
 class QuantizedFixture : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(QuantizedFixture, IsTheMlxQuantizationOfTheDenseFixture) {
@@ -58,14 +64,13 @@ TEST_P(QuantizedFixture, IsTheMlxQuantizationOfTheDenseFixture) {
         ASSERT_EQ(codes.row<const uint32_t>(r)[i], my_codes[static_cast<size_t>(i)])
             << "row " << r << " word " << i;
       for (int64_t g = 0; g < groups; ++g) {
-        // Stored in the fixture's scale dtype: f32, or bf16 rounded to nearest even.
+        // Stored in the fixture's scale dtype, rounded to nearest even.
         const auto gi = static_cast<size_t>(g);
         stored_scales[gi] = widen(scales, r * groups + g);
         stored_biases[gi] = widen(biases, r * groups + g);
-        const bool bf16 = scales.dtype == DType::BF16;
-        ASSERT_EQ(stored_scales[gi], bf16 ? bf16_to_f32(f32_to_bf16(my_scales[gi])) : my_scales[gi])
+        ASSERT_EQ(stored_scales[gi], rounded(my_scales[gi], scales.dtype))
             << "row " << r << " group " << g;
-        ASSERT_EQ(stored_biases[gi], bf16 ? bf16_to_f32(f32_to_bf16(my_biases[gi])) : my_biases[gi])
+        ASSERT_EQ(stored_biases[gi], rounded(my_biases[gi], biases.dtype))
             << "row " << r << " group " << g;
       }
       kv::affine_dequantize(codes.row<const uint32_t>(r), stored_scales.data(),
@@ -89,7 +94,8 @@ TEST_P(QuantizedFixture, IsTheMlxQuantizationOfTheDenseFixture) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, QuantizedFixture,
-                         ::testing::Values(std::string("llama3"), std::string("gemma3")),
+                         ::testing::Values(std::string("llama3"), std::string("gemma3"),
+                                           std::string("qwen3")),
                          [](const auto& param_info) { return std::string(param_info.param); });
 
 }  // namespace

@@ -58,7 +58,8 @@ TEST_P(QuantizedModel, ForwardEqualsTheDequantizedDenseTwinBitExactly) {
   auto quantized = models::load_model(testing::fixture_model_dir(GetParam() + "_mlx"));
   auto dense = models::load_model(testing::fixture_model_dir(GetParam() + "_mlx_dense"));
   const auto prompt = test_prompt(quantized->vocab_size());
-  for (int64_t chunk : {int64_t{48}, int64_t{5}}) {
+  // Chunks of more than 4 rows dequantize weight blocks; up to 4 unpack in registers.
+  for (int64_t chunk : {int64_t{48}, int64_t{5}, int64_t{3}}) {
     const auto q = prompt_logits(*quantized, prompt, chunk);
     const auto d = prompt_logits(*dense, prompt, chunk);
     ASSERT_EQ(q.size(), d.size());
@@ -103,7 +104,8 @@ TEST_P(QuantizedModel, DequantizedTwinMatchesTransformers) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, QuantizedModel,
-                         ::testing::Values(std::string("llama3"), std::string("gemma3")),
+                         ::testing::Values(std::string("llama3"), std::string("gemma3"),
+                                           std::string("qwen3")),
                          [](const auto& param_info) { return std::string(param_info.param); });
 
 // A copy of llama3_mlx with config.json's quantization replaced by `quantization` (absent if null).
