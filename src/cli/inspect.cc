@@ -26,6 +26,22 @@ int run_inspect(int argc, char** argv) {
     entry.first += 1;
     entry.second += info.end - info.begin;
   }
+  // MLX-quantized modules: X.weight holds packed codes beside X.scales / X.biases.
+  // Parameters count a quantized matrix's logical values (codes × 32 / bits), not its code words,
+  // scales or biases.
+  const io::QuantizationConfig& quant = config.quantization;
+  int64_t quantized_modules = 0;
+  uint64_t parameters = weights.total_parameters();
+  for (const auto& name : weights.names()) {
+    if (name.size() <= 7 || name.compare(name.size() - 7, 7, ".scales") != 0) continue;
+    ++quantized_modules;
+    const std::string module = name.substr(0, name.size() - 7);
+    const auto it = quant.overrides.find(module);
+    const int bits = it != quant.overrides.end() ? it->second.second : quant.bits;
+    if (bits <= 0 || !weights.has(module + ".weight")) continue;
+    const uint64_t words = weights.info(module + ".weight").numel();
+    parameters += words * 32 / static_cast<uint64_t>(bits) - words - 2 * weights.info(name).numel();
+  }
   const auto supported = models::supported_model_types();
   const bool is_supported =
       std::find(supported.begin(), supported.end(), config.model_type) != supported.end();
@@ -45,11 +61,23 @@ int run_inspect(int argc, char** argv) {
        config.rope.count("full_attention") ? config.rope.at("full_attention").rope_type : ""},
       {"sliding_window", config.sliding_window},
       {"tensors", weights.names().size()},
-      {"parameters", weights.total_parameters()},
+      {"parameters", parameters},
       {"bytes", weights.total_bytes()},
   };
   for (const auto& [dtype, entry] : by_dtype) {
     out["dtypes"][dtype] = {{"tensors", entry.first}, {"bytes", entry.second}};
+  }
+  if (!quant.mode.empty()) {
+    nlohmann::json overrides = nlohmann::json::object();
+    for (const auto& [module, format] : quant.overrides)
+      overrides[module] =
+          format.first == 0 ? nlohmann::json(false)
+                            : nlohmann::json{{"group_size", format.first}, {"bits", format.second}};
+    out["quantization"] = {{"mode", quant.mode},
+                           {"bits", quant.bits},
+                           {"group_size", quant.group_size},
+                           {"overrides", overrides},
+                           {"quantized_modules", quantized_modules}};
   }
   if (args.has("json")) {
     std::printf("%s\n", out.dump(2).c_str());
@@ -69,8 +97,22 @@ int run_inspect(int argc, char** argv) {
               out["rope_type"].get<std::string>().c_str(),
               static_cast<long long>(config.sliding_window));
   std::printf("  %zu tensors, %.3f M parameters, %.3f MB\n", weights.names().size(),
-              static_cast<double>(weights.total_parameters()) / 1e6,
+              static_cast<double>(parameters) / 1e6,
               static_cast<double>(weights.total_bytes()) / 1e6);
+  if (!quant.mode.empty() && quant.mode != "affine") {
+    std::printf("  quantization %s  [not supported by ringlm]\n", quant.mode.c_str());
+  } else if (!quant.mode.empty()) {
+    std::printf("  quantization MLX affine %d-bit, group %d, %lld modules quantized", quant.bits,
+                quant.group_size, static_cast<long long>(quantized_modules));
+    if (!quant.overrides.empty()) std::printf(", %zu per-module overrides", quant.overrides.size());
+    std::printf("\n");
+    for (const auto& [module, format] : quant.overrides) {
+      if (format.first == 0)
+        std::printf("    %s: not quantized\n", module.c_str());
+      else
+        std::printf("    %s: %d-bit, group %d\n", module.c_str(), format.second, format.first);
+    }
+  }
   for (const auto& [dtype, entry] : by_dtype) {
     std::printf("  %-5s %6llu tensors %12.3f MB\n", dtype.c_str(),
                 static_cast<unsigned long long>(entry.first),

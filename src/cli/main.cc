@@ -18,6 +18,7 @@ void usage() {
       "  inspect DIR [--json]                                          describe a checkpoint\n"
       "  bench --model DIR [--prompt-len N] [--gen N] [--batch N]       prefill/decode speed\n"
       "  random-model --preset NAME --out DIR [--dtype bf16]           random-weight checkpoint\n"
+      "               [--quantize 4|8 [--group-size 64]]               (MLX affine-quantized)\n"
       "common flags: --threads N (default: all cores)\n",
       stderr);
 }

@@ -1,5 +1,7 @@
 // `ringlm random-model`: writes a Hugging Face checkpoint directory with random weights of a real
 // model's shape (speed does not depend on the weights' values) or of a custom config.json.
+// --quantize BITS writes it as mlx-community checkpoints are: every Linear and the embedding as
+// MLX affine codes + scales + biases (in --dtype), config.json "quantization".
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -12,6 +14,7 @@
 #include "core/thread_pool.h"
 #include "io/model_config.h"
 #include "io/safetensors.h"
+#include "kv/affine_codec.h"
 
 namespace ringlm::cli {
 
@@ -115,20 +118,66 @@ std::vector<TensorSpec> llama_tensors(const io::ModelConfig& c) {
 }
 
 // Deterministic per-element values (splitmix64 of seed and index), so threads may split the work.
-uint16_t random_bits(uint64_t seed, uint64_t index, const TensorSpec& spec, DType dtype) {
+float random_value(uint64_t seed, uint64_t index, const TensorSpec& spec) {
   uint64_t z = seed + index * 0x9e3779b97f4a7c15ull;
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
   z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
   z ^= z >> 31;
   const float unit = static_cast<float>(z >> 40) / static_cast<float>(1ull << 24) * 2.0f - 1.0f;
-  const float value = spec.mean + spec.spread * unit;
+  return spec.mean + spec.spread * unit;
+}
+
+uint16_t to_storage(float value, DType dtype) {
   return dtype == DType::BF16 ? f32_to_bf16(value) : f32_to_f16(value);
+}
+
+// The tensors of one MLX-quantized matrix: codes, scales, biases (the values rounded to `dtype`
+// first, as a checkpoint of that dtype would be, then quantized; scales and biases in `dtype`).
+struct QuantizedBuffers {
+  std::vector<uint32_t> codes;
+  std::vector<uint16_t> scales, biases;
+};
+QuantizedBuffers quantize_random(const TensorSpec& spec, uint64_t seed, DType dtype,
+                                 const kv::AffineFormat& format) {
+  const int64_t rows = spec.shape[0], cols = spec.shape[1];
+  const int64_t words = kv::affine_packed_words(cols, format);
+  const int64_t groups = kv::affine_groups(cols, format);
+  QuantizedBuffers out;
+  out.codes.resize(static_cast<size_t>(rows * words));
+  out.scales.resize(static_cast<size_t>(rows * groups));
+  out.biases.resize(out.scales.size());
+  ThreadPool::global().parallel_for(rows, 16, [&](int64_t begin, int64_t end) {
+    std::vector<float> row(static_cast<size_t>(cols)), scales(static_cast<size_t>(groups)),
+        biases(static_cast<size_t>(groups));
+    for (int64_t r = begin; r < end; ++r) {
+      for (int64_t c = 0; c < cols; ++c) {
+        const float v = random_value(seed, static_cast<uint64_t>(r * cols + c), spec);
+        row[static_cast<size_t>(c)] =
+            dtype == DType::BF16 ? bf16_to_f32(f32_to_bf16(v)) : f16_to_f32(f32_to_f16(v));
+      }
+      kv::affine_quantize(row.data(), cols, format, out.codes.data() + r * words, scales.data(),
+                          biases.data());
+      for (int64_t g = 0; g < groups; ++g) {
+        out.scales[static_cast<size_t>(r * groups + g)] =
+            to_storage(scales[static_cast<size_t>(g)], dtype);
+        out.biases[static_cast<size_t>(r * groups + g)] =
+            to_storage(biases[static_cast<size_t>(g)], dtype);
+      }
+    }
+  });
+  return out;
+}
+
+// Linear and embedding matrices (not norms) are what MLX quantizes.
+bool is_quantizable(const TensorSpec& spec) {
+  return spec.shape.size() == 2 && spec.name.find("norm") == std::string::npos;
 }
 
 }  // namespace
 
 int run_random_model(int argc, char** argv) {
-  Args args(argc, argv, {"preset", "config", "out", "dtype", "seed", "threads"});
+  Args args(argc, argv,
+            {"preset", "config", "out", "dtype", "seed", "threads", "quantize", "group-size"});
   if (args.has("threads"))
     ThreadPool::set_global_threads(static_cast<int>(args.integer("threads", 0)));
   const std::string out_dir = args.required("out");
@@ -150,6 +199,18 @@ int run_random_model(int argc, char** argv) {
                         config.model_type == "qwen2" || config.model_type == "qwen3",
                     "random-model writes Llama-family checkpoints; got model_type ",
                     config.model_type);
+  kv::AffineFormat format{0, 0};
+  if (args.has("quantize")) {
+    format = {static_cast<int>(args.integer("quantize", 4)),
+              static_cast<int>(args.integer("group-size", 64))};
+    kv::validate_affine_format(format);
+    const nlohmann::json q = {
+        {"group_size", format.group_size}, {"bits", format.bits}, {"mode", "affine"}};
+    config_json["quantization"] = q;
+    config_json["quantization_config"] = q;
+  } else {
+    RINGLM_USER_CHECK(!args.has("group-size"), "--group-size needs --quantize BITS");
+  }
   std::filesystem::create_directories(out_dir);
   {
     std::ofstream cfg(out_dir + "/config.json");
@@ -158,26 +219,46 @@ int run_random_model(int argc, char** argv) {
   const uint64_t seed = static_cast<uint64_t>(args.integer("seed", 0));
   const auto specs = llama_tensors(config);
   std::vector<std::vector<uint16_t>> buffers(specs.size());
+  std::vector<QuantizedBuffers> quantized(specs.size());
   std::vector<io::TensorToWrite> tensors;
   uint64_t params = 0;
   for (size_t t = 0; t < specs.size(); ++t) {
     int64_t n = 1;
     for (int64_t d : specs[t].shape) n *= d;
+    params += static_cast<uint64_t>(n);
+    const uint64_t tensor_seed = seed * 1000003ull + t;
+    if (format.bits != 0 && is_quantizable(specs[t])) {
+      const TensorSpec& spec = specs[t];
+      RINGLM_USER_CHECK(spec.shape[1] % format.group_size == 0, spec.name, ": input size ",
+                        spec.shape[1], " is not a multiple of --group-size ", format.group_size);
+      QuantizedBuffers& q = quantized[t];
+      q = quantize_random(spec, tensor_seed, dtype, format);
+      const std::string module = spec.name.substr(0, spec.name.size() - 7);  // - ".weight"
+      const int64_t groups = spec.shape[1] / format.group_size;
+      tensors.push_back({spec.name,
+                         DType::U32,
+                         {spec.shape[0], spec.shape[1] * format.bits / 32},
+                         q.codes.data()});
+      tensors.push_back({module + ".scales", dtype, {spec.shape[0], groups}, q.scales.data()});
+      tensors.push_back({module + ".biases", dtype, {spec.shape[0], groups}, q.biases.data()});
+      continue;
+    }
     auto& buf = buffers[t];
     buf.resize(static_cast<size_t>(n));
-    const uint64_t tensor_seed = seed * 1000003ull + t;
     ThreadPool::global().parallel_for(n, 1 << 16, [&](int64_t begin, int64_t end) {
       for (int64_t e = begin; e < end; ++e) {
         buf[static_cast<size_t>(e)] =
-            random_bits(tensor_seed, static_cast<uint64_t>(e), specs[t], dtype);
+            to_storage(random_value(tensor_seed, static_cast<uint64_t>(e), specs[t]), dtype);
       }
     });
     tensors.push_back({specs[t].name, dtype, specs[t].shape, buf.data()});
-    params += static_cast<uint64_t>(n);
   }
   io::write_safetensors(out_dir + "/model.safetensors", tensors);
+  std::string kind = dtype_flag;
+  if (format.bits != 0)
+    kind += ", MLX " + std::to_string(format.bits) + "-bit g" + std::to_string(format.group_size);
   std::printf("wrote %s: %s, %.1f M parameters (%s)\n", out_dir.c_str(), config.model_type.c_str(),
-              static_cast<double>(params) / 1e6, dtype_flag.c_str());
+              static_cast<double>(params) / 1e6, kind.c_str());
   return 0;
 }
 

@@ -1,5 +1,11 @@
 #include "models/decoder.h"
 
+#include <algorithm>
+#include <tuple>
+#include <utility>
+
+#include "kv/affine_codec.h"
+
 namespace ringlm::models {
 
 DecoderDims decoder_dims(const io::ModelConfig& c) {
@@ -27,16 +33,57 @@ EmbeddingAndHead load_embedding_and_head(const WeightLoader& loader,
                                          const std::string& lm_head_name,
                                          const io::ModelConfig& c) {
   EmbeddingAndHead out;
-  out.embed = loader.required(model_prefix + "embed_tokens.weight", {c.vocab_size, c.hidden_size});
+  out.embed = loader.matrix(model_prefix + "embed_tokens", c.vocab_size, c.hidden_size);
   out.final_norm = loader.required(model_prefix + "norm.weight", {c.hidden_size});
   if (loader.has(lm_head_name)) {
-    out.lm_head = loader.required(lm_head_name, {c.vocab_size, c.hidden_size});
+    const std::string module = lm_head_name.substr(0, lm_head_name.size() - 7);  // - ".weight"
+    out.lm_head = loader.matrix(module, c.vocab_size, c.hidden_size);
   } else {
     RINGLM_USER_CHECK(c.tie_word_embeddings, loader.dir(), ": missing tensor ", lm_head_name,
                       " (and tie_word_embeddings is false)");
     out.lm_head = out.embed;
   }
   return out;
+}
+
+WeightLoader::WeightLoader(const io::WeightStore& store, io::QuantizationConfig quantization)
+    : store_(store), quantization_(std::move(quantization)) {
+  const std::string& mode = quantization_.mode;
+  RINGLM_USER_CHECK(mode.empty() || mode == "affine", store_.dir(), "/config.json: quantization '",
+                    mode, "' is not supported (ringlm reads MLX affine-quantized checkpoints)");
+}
+
+ops::Weight WeightLoader::matrix(const std::string& module, int64_t rows, int64_t cols) const {
+  const std::string weight = module + ".weight";
+  if (!store_.has(module + ".scales")) return required(weight, {rows, cols});
+  // mlx-lm quantizes a module when its scales are in the checkpoint; the config says how.
+  const std::string where = store_.dir() + ": " + module;
+  RINGLM_USER_CHECK(quantization_.group_size != 0, where,
+                    " is quantized (has .scales) but config.json has no MLX quantization");
+  int group = quantization_.group_size, bits = quantization_.bits;
+  if (const auto it = quantization_.overrides.find(module); it != quantization_.overrides.end())
+    std::tie(group, bits) = it->second;
+  RINGLM_USER_CHECK(group != 0, where,
+                    " has .scales but config.json's quantization marks it not quantized");
+  kv::validate_affine_format({bits, group});  // clear message for unsupported bits / groups
+  RINGLM_USER_CHECK(cols % group == 0, where, ": input size ", cols,
+                    " is not a multiple of group_size ", group);
+  ops::QuantizedMatrix q;
+  q.bits = bits;
+  q.group_size = group;
+  q.codes = store_.get(weight);
+  q.scales = store_.get(module + ".scales");
+  q.biases = store_.get(module + ".biases");
+  RINGLM_USER_CHECK(q.codes.dtype == DType::U32, where, ".weight: dtype ",
+                    dtype_name(q.codes.dtype), ", expected U32 packed codes beside .scales");
+  check_shape(q.codes, {rows, cols * bits / 32},
+              (where + ".weight (" + std::to_string(bits) + "-bit codes of [" +
+               std::to_string(rows) + ", " + std::to_string(cols) + "])")
+                  .c_str());
+  check_shape(q.scales, {rows, cols / group}, (where + ".scales").c_str());
+  check_shape(q.biases, {rows, cols / group}, (where + ".biases").c_str());
+  ops::check_quantized(q, where.c_str());  // bits, group size, dtypes
+  return ops::Weight::quantized(q);
 }
 
 Tensor WeightLoader::required(const std::string& name, std::initializer_list<int64_t> dims) const {
@@ -54,10 +101,10 @@ AttentionWeights load_attention(const WeightLoader& loader, const std::string& p
   const std::string p = prefix + "self_attn.";
   const int64_t q_out = d.heads * d.head_dim, kv_out = d.kv_heads * d.head_dim;
   AttentionWeights w;
-  w.q = loader.required(p + "q_proj.weight", {q_out, d.hidden});
-  w.k = loader.required(p + "k_proj.weight", {kv_out, d.hidden});
-  w.v = loader.required(p + "v_proj.weight", {kv_out, d.hidden});
-  w.o = loader.required(p + "o_proj.weight", {d.hidden, q_out});
+  w.q = loader.matrix(p + "q_proj", q_out, d.hidden);
+  w.k = loader.matrix(p + "k_proj", kv_out, d.hidden);
+  w.v = loader.matrix(p + "v_proj", kv_out, d.hidden);
+  w.o = loader.matrix(p + "o_proj", d.hidden, q_out);
   w.q_bias = loader.optional(p + "q_proj.bias", {q_out});
   w.k_bias = loader.optional(p + "k_proj.bias", {kv_out});
   w.v_bias = loader.optional(p + "v_proj.bias", {kv_out});
@@ -72,9 +119,9 @@ AttentionWeights load_attention(const WeightLoader& loader, const std::string& p
 MlpWeights load_mlp(const WeightLoader& loader, const std::string& prefix, const DecoderDims& d) {
   const std::string p = prefix + "mlp.";
   MlpWeights w;
-  w.gate = loader.required(p + "gate_proj.weight", {d.intermediate, d.hidden});
-  w.up = loader.required(p + "up_proj.weight", {d.intermediate, d.hidden});
-  w.down = loader.required(p + "down_proj.weight", {d.hidden, d.intermediate});
+  w.gate = loader.matrix(p + "gate_proj", d.intermediate, d.hidden);
+  w.up = loader.matrix(p + "up_proj", d.intermediate, d.hidden);
+  w.down = loader.matrix(p + "down_proj", d.hidden, d.intermediate);
   w.gate_bias = loader.optional(p + "gate_proj.bias", {d.intermediate});
   w.up_bias = loader.optional(p + "up_proj.bias", {d.intermediate});
   w.down_bias = loader.optional(p + "down_proj.bias", {d.hidden});
@@ -146,7 +193,7 @@ void mlp_block(const MlpWeights& w, ops::Activation activation, StepBuffers& b, 
   ops::matmul(b.gate, w.down, w.down_bias, out);
 }
 
-void lm_head(const Tensor& x, const Tensor& final_norm, const Tensor& head,
+void lm_head(const Tensor& x, const Tensor& final_norm, const ops::Weight& head,
              const LmHeadConfig& config, const kv::StepPlan& plan, Arena& arena, Tensor& logits) {
   const auto wanted = static_cast<int64_t>(plan.logit_tokens().size());
   Tensor last = arena.alloc(DType::F32, {wanted, x.size(1)});

@@ -12,6 +12,7 @@
 #include "kv/paged_kv_cache.h"
 #include "kv/step_plan.h"
 #include "ops/ops.h"
+#include "ops/weight.h"
 
 namespace ringlm::models {
 
@@ -31,24 +32,31 @@ DecoderDims decoder_dims(const io::ModelConfig& config);
 std::vector<kv::LayerKvSpec> kv_specs(const DecoderDims& dims, const std::vector<int>& windows);
 
 // Looks tensors up by name and checks their shapes; errors name the tensor and checkpoint.
+// `quantization` is config.json's: a non-affine mode (mxfp4, a transformers quant_method) is
+// refused here, by name.
 class WeightLoader {
  public:
-  explicit WeightLoader(const io::WeightStore& store) : store_(store) {}
+  explicit WeightLoader(const io::WeightStore& store, io::QuantizationConfig quantization = {});
   Tensor required(const std::string& name, std::initializer_list<int64_t> dims) const;
   Tensor optional(const std::string& name, std::initializer_list<int64_t> dims) const;
+  // A Linear / Embedding matrix `module`.weight of shape [rows, cols]: MLX affine-quantized when
+  // the checkpoint has `module`.scales (as mlx-lm decides), with the bits and group size of the
+  // config's per-module override or its defaults; else the dense tensor.
+  ops::Weight matrix(const std::string& module, int64_t rows, int64_t cols) const;
   bool has(const std::string& name) const { return store_.has(name); }
   const std::string& dir() const { return store_.dir(); }
 
  private:
   const io::WeightStore& store_;
+  io::QuantizationConfig quantization_;
 };
 
 // Token embedding, final norm and LM head. An absent head means tied embeddings, which the config
 // must allow (tie_word_embeddings).
 struct EmbeddingAndHead {
-  Tensor embed;       // [V, H]
-  Tensor final_norm;  // [H]
-  Tensor lm_head;     // [V, H] (== embed when tied)
+  ops::Weight embed;    // [V, H]
+  Tensor final_norm;    // [H]
+  ops::Weight lm_head;  // [V, H] (== embed when tied)
 };
 // model_prefix: "model." (or a multimodal checkpoint's text-tower prefix); lm_head_name: the full
 // name of an untied head.
@@ -58,12 +66,12 @@ EmbeddingAndHead load_embedding_and_head(const WeightLoader& loader,
                                          const io::ModelConfig& config);
 
 struct AttentionWeights {
-  Tensor q, k, v, o;                      // [Hq*D, H], [Hkv*D, H], [Hkv*D, H], [H, Hq*D]
+  ops::Weight q, k, v, o;                 // [Hq*D, H], [Hkv*D, H], [Hkv*D, H], [H, Hq*D]
   Tensor q_bias, k_bias, v_bias, o_bias;  // empty unless present
   Tensor q_norm, k_norm;                  // [D] per-head RMSNorm weights, or empty
 };
 struct MlpWeights {
-  Tensor gate, up, down;  // [I, H], [I, H], [H, I]
+  ops::Weight gate, up, down;  // [I, H], [I, H], [H, I]
   Tensor gate_bias, up_bias, down_bias;
 };
 
@@ -105,9 +113,10 @@ struct LmHeadConfig {
   float final_softcap = 0.0f;  // > 0: logits = cap · tanh(logits / cap)
 };
 // Final norm and LM head on the tokens whose logits the plan wants.
-void lm_head(const Tensor& x,  // F32[T, H]
-             const Tensor& final_norm, const Tensor& head, const LmHeadConfig& config,
-             const kv::StepPlan& plan, Arena& arena,
+void lm_head(const Tensor& x,           // F32[T, H]
+             const Tensor& final_norm,  // [H]
+             const ops::Weight& head,   // [V, H]
+             const LmHeadConfig& config, const kv::StepPlan& plan, Arena& arena,
              Tensor& logits);  // F32[wanted, V]
 
 ops::Activation activation_from_name(const std::string& name, const std::string& model_type);

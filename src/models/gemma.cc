@@ -96,7 +96,7 @@ class GemmaModel final : public Model {
  private:
   void load_weights() {
     const auto& c = config_;
-    const WeightLoader loader(*weights_);
+    const WeightLoader loader(*weights_, c.quantization);
     const TensorPrefixes prefixes = find_prefixes(loader);
     const EmbeddingAndHead loaded =
         load_embedding_and_head(loader, prefixes.model, prefixes.lm_head, c);
@@ -106,9 +106,11 @@ class GemmaModel final : public Model {
     // transformers keeps sqrt(hidden) in the embedding's dtype, so a bf16 checkpoint scales by
     // the bf16-rounded value.
     const float scale = std::sqrt(static_cast<float>(dims_.hidden));
-    embed_scale_ = embed_.dtype == DType::BF16  ? bf16_to_f32(f32_to_bf16(scale))
-                   : embed_.dtype == DType::F16 ? f16_to_f32(f32_to_f16(scale))
-                                                : scale;
+    // (A quantized table's dtype is its scales', the dtype of the checkpoint it came from.)
+    const DType embed_dtype = embed_.float_dtype();
+    embed_scale_ = embed_dtype == DType::BF16  ? bf16_to_f32(f32_to_bf16(scale))
+                   : embed_dtype == DType::F16 ? f16_to_f32(f32_to_f16(scale))
+                                               : scale;
     RINGLM_USER_CHECK(c.layer_types.size() == static_cast<size_t>(c.num_hidden_layers),
                       loader.dir(), ": layer_types has ", c.layer_types.size(), " entries for ",
                       c.num_hidden_layers, " layers");
@@ -137,7 +139,8 @@ class GemmaModel final : public Model {
   ops::RopeTable global_rope_, local_rope_;
   float attention_scale_ = 1.0f;
   float embed_scale_ = 1.0f;
-  Tensor embed_, final_norm_, lm_head_;
+  ops::Weight embed_, lm_head_;
+  Tensor final_norm_;
   std::vector<GemmaLayer> layers_;
 };
 

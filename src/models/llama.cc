@@ -63,7 +63,7 @@ class LlamaModel final : public Model {
  private:
   void load_weights() {
     const auto& c = config_;
-    const WeightLoader loader(*weights_);
+    const WeightLoader loader(*weights_, c.quantization);
     const EmbeddingAndHead loaded = load_embedding_and_head(loader, "model.", "lm_head.weight", c);
     embed_ = loaded.embed;
     final_norm_ = loaded.final_norm;
@@ -88,7 +88,8 @@ class LlamaModel final : public Model {
   ops::Activation activation_ = ops::Activation::SiLU;
   ops::RopeTable rope_;
   ops::RmsNormConfig norm_;
-  Tensor embed_, final_norm_, lm_head_;
+  ops::Weight embed_, lm_head_;
+  Tensor final_norm_;
   std::vector<LlamaLayer> layers_;
 };
 

@@ -275,3 +275,40 @@ void kv_write(const Tensor& k, const Tensor& v, const Tensor& slots, KvLayerView
 }
 
 }  // namespace ringlm::ops::reference
+
+namespace ringlm::ops::reference {
+
+float dequantized_at(const QuantizedMatrix& w, int64_t n, int64_t k) {
+  // The codes of one row form one LSB-first bit stream: code k sits at bits [k·bits, (k+1)·bits).
+  const auto* row = w.codes.ptr<const uint32_t>() + n * w.codes.shape[1];
+  uint32_t code = 0;
+  for (int b = 0; b < w.bits; ++b) {
+    const int64_t bit = k * w.bits + b;
+    code |= ((row[bit / 32] >> (bit % 32)) & 1u) << b;
+  }
+  const int64_t g = n * w.scales.shape[1] + k / w.group_size;
+  const float product = load_f32(w.scales, g) * static_cast<float>(code);
+  return product + load_f32(w.biases, g);
+}
+
+void matmul_quantized(const Tensor& x, const QuantizedMatrix& w, const Tensor& bias, Tensor& y) {
+  const int64_t M = x.shape[0], K = w.cols(), N = w.rows();
+  for (int64_t m = 0; m < M; ++m) {
+    for (int64_t n = 0; n < N; ++n) {
+      double sum = bias.empty() ? 0.0 : load_f32(bias, n);
+      for (int64_t k = 0; k < K; ++k) sum += double{at(x, m, k)} * dequantized_at(w, n, k);
+      at(y, m, n) = static_cast<float>(sum);
+    }
+  }
+}
+
+void embedding_quantized(const Tensor& ids, const QuantizedMatrix& table, float scale,
+                         Tensor& out) {
+  const int64_t H = table.cols();
+  for (int64_t m = 0; m < ids.shape[0]; ++m) {
+    const int64_t id = ids.ptr<const int32_t>()[m];
+    for (int64_t h = 0; h < H; ++h) at(out, m, h) = dequantized_at(table, id, h) * scale;
+  }
+}
+
+}  // namespace ringlm::ops::reference

@@ -6,6 +6,7 @@
 #pragma once
 
 #include "ops/ops.h"
+#include "ops/weight.h"
 
 namespace ringlm::ops::reference {
 
@@ -21,6 +22,13 @@ void softcap(Tensor& x, float cap);
 void attention(const Tensor& q, const KvLayerView& kv, const AttentionRows& rows,
                const AttentionParams& params, Tensor& out);
 void kv_write(const Tensor& k, const Tensor& v, const Tensor& slots, KvLayerView& kv);
+
+// MLX affine-quantized weights: each element dequantized on its own as f32 scale·q + bias (the
+// product rounded, then the sum), then as matmul / embedding above.
+void matmul_quantized(const Tensor& x, const QuantizedMatrix& w, const Tensor& bias, Tensor& y);
+void embedding_quantized(const Tensor& ids, const QuantizedMatrix& table, float scale, Tensor& out);
+// Element (n, k) of dequant(w).
+float dequantized_at(const QuantizedMatrix& w, int64_t n, int64_t k);
 
 // Element i of a float tensor's storage (F32/BF16/F16), widened to f32.
 float load_f32(const Tensor& t, int64_t i);

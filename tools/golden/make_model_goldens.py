@@ -8,6 +8,10 @@ model.safetensors) under OUT/models/NAME and OUT/goldens/NAME.safetensors with
   greedy_ids  I32[G]        G-token greedy continuation, full recompute each step (no cache)
   inv_freq    F32[D/2]      the rotary table transformers used (for debugging rope variants)
 Usage: make_model_goldens.py --out DIR [--only NAME ...]
+       make_model_goldens.py --out DIR --existing NAME=MODEL_DIR[:GREEDY] ...
+--existing makes goldens for checkpoints that are already written (the dequantized twins of the
+MLX-quantized fixtures, tests/fixtures/models/*_mlx_dense, from tools/quant/mlx_quantize.py):
+OUT/goldens/NAME.safetensors only, the checkpoint itself is not rewritten.
 Requires torch and transformers (5.x); deterministic (fixed seeds, CPU).
 """
 import argparse
@@ -120,12 +124,57 @@ def randomize(model, seed, gemma=False):
                 p.copy_(torch.randn(p.shape, generator=gen) * (1.5 / fan_in ** 0.5))
 
 
+def write_goldens(model, name, out, greedy_len):
+    """OUT/goldens/NAME.safetensors for `model` (fp32, eager attention), prompt seeded by NAME."""
+    gen = torch.Generator().manual_seed(zlib.crc32(name.encode()) + 1)
+    prompt = torch.randint(3, VOCAB, (PROMPT,), generator=gen)
+    with torch.no_grad():
+        logits = model(prompt[None]).logits[0].float()
+        ids = prompt.clone()
+        greedy = []
+        greedy_gap = float("inf")
+        for _ in range(greedy_len):
+            last = model(ids[None]).logits[0, -1]
+            nxt = int(last.argmax())
+            top = last.topk(2).values
+            greedy_gap = min(greedy_gap, float(top[0] - top[1]))
+            greedy.append(nxt)
+            ids = torch.cat([ids, torch.tensor([nxt])])
+    tensors = {
+        "prompt_ids": prompt.to(torch.int32).contiguous(),
+        "logits": logits.contiguous(),
+        "greedy_ids": torch.tensor(greedy, dtype=torch.int32),
+    }
+    # The rotary tables transformers used (one per layer type for gemma3), for debugging.
+    for bname, buf in model.model.rotary_emb.named_buffers():
+        if "inv_freq" in bname and "original" not in bname:
+            tensors[bname.replace(".", "_")] = buf.float().contiguous()
+    os.makedirs(os.path.join(out, "goldens"), exist_ok=True)
+    save_file(tensors, os.path.join(out, "goldens", name + ".safetensors"),
+              metadata={"transformers": transformers.__version__, "torch": torch.__version__})
+    top2 = logits.topk(2, dim=-1).values
+    print(f"{name}: params={sum(p.numel() for p in model.parameters())} "
+          f"max|logit|={logits.abs().max():.3f} min top1-top2 gap={float((top2[:,0]-top2[:,1]).min()):.2e} "
+          f"greedy gap={greedy_gap:.2e} greedy={greedy[:8]}...")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
     ap.add_argument("--only", nargs="*")
+    ap.add_argument("--existing", nargs="*", default=[], metavar="NAME=MODEL_DIR[:GREEDY]")
     args = ap.parse_args()
     torch.manual_seed(0)
+    for item in args.existing:
+        name, _, where = item.partition("=")
+        model_dir, _, greedy = where.partition(":")
+        model = transformers.AutoModelForCausalLM.from_pretrained(
+            model_dir, dtype=torch.float32, attn_implementation="eager").float().eval()
+        write_goldens(model, name, args.out, int(greedy) if greedy else GREEDY)
+    if args.existing:
+        with open(os.path.join(args.out, "versions.json"), "w") as f:
+            json.dump({"transformers": transformers.__version__, "torch": torch.__version__}, f)
+        return
     for name, spec in SPECS.items():
         if args.only and name not in args.only:
             continue
@@ -136,36 +185,7 @@ def main():
         randomize(model, zlib.crc32(name.encode()), gemma=cfg.model_type.startswith("gemma"))
         model_dir = os.path.join(args.out, "models", name)
         model.save_pretrained(model_dir, safe_serialization=True)
-        gen = torch.Generator().manual_seed(zlib.crc32(name.encode()) + 1)
-        prompt = torch.randint(3, VOCAB, (PROMPT,), generator=gen)
-        with torch.no_grad():
-            logits = model(prompt[None]).logits[0].float()
-            ids = prompt.clone()
-            greedy = []
-            greedy_gap = float("inf")
-            for _ in range(greedy_len):
-                last = model(ids[None]).logits[0, -1]
-                nxt = int(last.argmax())
-                top = last.topk(2).values
-                greedy_gap = min(greedy_gap, float(top[0] - top[1]))
-                greedy.append(nxt)
-                ids = torch.cat([ids, torch.tensor([nxt])])
-        tensors = {
-            "prompt_ids": prompt.to(torch.int32).contiguous(),
-            "logits": logits.contiguous(),
-            "greedy_ids": torch.tensor(greedy, dtype=torch.int32),
-        }
-        # The rotary tables transformers used (one per layer type for gemma3), for debugging.
-        for bname, buf in model.model.rotary_emb.named_buffers():
-            if "inv_freq" in bname and "original" not in bname:
-                tensors[bname.replace(".", "_")] = buf.float().contiguous()
-        os.makedirs(os.path.join(args.out, "goldens"), exist_ok=True)
-        save_file(tensors, os.path.join(args.out, "goldens", name + ".safetensors"),
-                  metadata={"transformers": transformers.__version__, "torch": torch.__version__})
-        top2 = logits.topk(2, dim=-1).values
-        print(f"{name}: params={sum(p.numel() for p in model.parameters())} "
-              f"max|logit|={logits.abs().max():.3f} min top1-top2 gap={float((top2[:,0]-top2[:,1]).min()):.2e} "
-              f"greedy gap={greedy_gap:.2e} greedy={greedy[:8]}...")
+        write_goldens(model, name, args.out, greedy_len)
     with open(os.path.join(args.out, "versions.json"), "w") as f:
         json.dump({"transformers": transformers.__version__, "torch": torch.__version__}, f)
 

@@ -9,6 +9,7 @@
 
 #include "core/tensor.h"
 #include "ops/ops.h"
+#include "ops/weight.h"
 
 namespace ringlm::cpu {
 
@@ -20,6 +21,15 @@ void matmul(const Tensor& x,     // F32[M, K], rows may be strided
 void embedding(const Tensor& ids,          // I32[M], each in [0, V)
                const Tensor& table,        // F32|BF16|F16[V, H]
                float scale, Tensor& out);  // F32[M, H]
+
+// MLX affine-quantized weights (ops/weight.h): w is checked, K = w.cols().
+void matmul_quantized(const Tensor& x,                       // F32[M, K], rows may be strided
+                      const ops::QuantizedMatrix& w,         // [N, K]
+                      const Tensor& bias,                    // F32|BF16|F16[N] or empty
+                      Tensor& y);                            // F32[M, N], rows may be strided
+void embedding_quantized(const Tensor& ids,                  // I32[M], each in [0, V)
+                         const ops::QuantizedMatrix& table,  // [V, H]
+                         float scale, Tensor& out);          // F32[M, H]
 
 void rms_norm(const Tensor& x,                                 // F32[M, H]
               const Tensor& weight,                            // F32|BF16|F16[H]

@@ -1,0 +1,110 @@
+// Weight and the matmul / embedding dispatch for dense or MLX-quantized weights.
+#include "ops/weight.h"
+
+#include <cmath>
+#include <sstream>
+
+#include "backends/cpu/cpu_ops.h"
+#include "kv/affine_codec.h"
+#include "ops/check.h"
+#include "ops/ops.h"
+
+namespace ringlm::ops {
+
+namespace {
+constexpr const char* kNoCuda = "MLX-quantized weights are not available on CUDA yet";
+}  // namespace
+
+Weight Weight::quantized(const QuantizedMatrix& q) {
+  RINGLM_CHECK(q.bits != 0, "Weight::quantized: bits is 0");
+  Weight w;
+  w.quant_ = q;
+  return w;
+}
+
+const Tensor& Weight::dense() const {
+  RINGLM_CHECK(!is_quantized(), "Weight::dense() on a quantized weight ", describe());
+  return dense_;
+}
+
+const QuantizedMatrix& Weight::quant() const {
+  RINGLM_CHECK(is_quantized(), "Weight::quant() on a dense weight ", describe());
+  return quant_;
+}
+
+std::string Weight::describe() const {
+  if (!is_quantized()) return dense_.describe();
+  std::ostringstream os;
+  os << "affine " << quant_.bits << "-bit g" << quant_.group_size << " [" << rows() << ", "
+     << cols() << "] (" << dtype_name(quant_.scales.dtype) << ")";
+  return os.str();
+}
+
+void check_quantized(const QuantizedMatrix& q, const char* what) {
+  const std::string w(what);
+  kv::validate_affine_format({q.bits, q.group_size});
+  check_dtype(q.codes, DType::U32, (w + " codes").c_str());
+  check_shape(q.codes, {-1, -1}, (w + " codes").c_str());
+  detail::check_contiguous(q.codes, (w + " codes").c_str());
+  const int64_t n = q.codes.shape[0];
+  const int64_t k = q.codes.shape[1] * 32 / q.bits;
+  RINGLM_CHECK(q.codes.shape[1] * 32 % q.bits == 0 && k % q.group_size == 0, what, ": codes ",
+               q.codes.describe(), " do not hold whole groups of ", q.group_size, " ", q.bits,
+               "-bit values");
+  for (const Tensor* t : {&q.scales, &q.biases}) {
+    const std::string name = w + (t == &q.scales ? " scales" : " biases");
+    detail::check_float_storage(*t, name.c_str());
+    check_shape(*t, {n, k / q.group_size}, name.c_str());
+    detail::check_contiguous(*t, name.c_str());
+  }
+  check_dtype(q.biases, q.scales.dtype, (w + " biases").c_str());
+  detail::device_of(what, {&q.codes, &q.scales, &q.biases});
+}
+
+void matmul(const Tensor& x, const Weight& w, const Tensor& bias, Tensor& y) {
+  if (!w.is_quantized()) return matmul(x, w.dense(), bias, y);
+  const QuantizedMatrix& q = w.quant();
+  const Device dev = detail::device_of("matmul", {&x, &q.codes, &q.scales, &q.biases, &bias, &y});
+  RINGLM_USER_CHECK(dev == Device::CPU, "matmul: ", kNoCuda);
+  check_quantized(q, "matmul w");
+  check_dtype(x, DType::F32, "matmul x");
+  check_shape(x, {-1, q.cols()}, "matmul x");
+  const int64_t n = q.rows();
+  if (!bias.empty()) {
+    detail::check_float_storage(bias, "matmul bias");
+    check_shape(bias, {n}, "matmul bias");
+    detail::check_contiguous(bias, "matmul bias");
+  }
+  check_dtype(y, DType::F32, "matmul y");
+  check_shape(y, {x.shape[0], n}, "matmul y");
+  detail::check_rows(x, "matmul x");
+  detail::check_rows(y, "matmul y");
+  detail::check_no_overlap(y, x, "matmul y");
+  for (const Tensor* t : {&q.codes, &q.scales, &q.biases})
+    detail::check_no_overlap(y, *t, "matmul y");
+  cpu::matmul_quantized(x, q, bias, y);
+}
+
+void embedding(const Tensor& ids, const Weight& table, float scale, Tensor& out) {
+  if (!table.is_quantized()) return embedding(ids, table.dense(), scale, out);
+  const QuantizedMatrix& q = table.quant();
+  const Device dev = detail::device_of("embedding", {&ids, &q.codes, &q.scales, &q.biases, &out});
+  RINGLM_USER_CHECK(dev == Device::CPU, "embedding: ", kNoCuda);
+  check_quantized(q, "embedding table");
+  check_dtype(ids, DType::I32, "embedding ids");
+  check_shape(ids, {-1}, "embedding ids");
+  detail::check_contiguous(ids, "embedding ids");
+  check_dtype(out, DType::F32, "embedding out");
+  check_shape(out, {ids.shape[0], q.cols()}, "embedding out");
+  detail::check_rows(out, "embedding out");
+  RINGLM_CHECK(std::isfinite(scale), "embedding: scale ", scale, " is not finite");
+  const int64_t vocab = q.rows();
+  for (int64_t m = 0; m < ids.shape[0]; ++m) {
+    const int32_t id = ids.ptr<const int32_t>()[m];
+    RINGLM_CHECK(id >= 0 && id < vocab, "embedding: token id ", id, " at index ", m,
+                 " is outside the vocabulary [0, ", vocab, ")");
+  }
+  cpu::embedding_quantized(ids, q, scale, out);
+}
+
+}  // namespace ringlm::ops
