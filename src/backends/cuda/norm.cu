@@ -4,6 +4,7 @@
 // length (batch invariant), then r = 1 / sqrt(mean + eps) with IEEE sqrt and division, and
 // out = x · r · w (Gemma: · (1 + w)). Each thread reads and writes only its own elements after the
 // reduction, so out may alias x.
+#include <algorithm>
 #include <cstdint>
 
 #include "backends/cuda/cuda_ops.h"
@@ -29,6 +30,47 @@ __global__ void rms_norm_kernel(const float* x, int64_t ldx, const W* weight, in
   }
 }
 
+// Rows whose length is a multiple of 4 and at most 4 · kVecThreads · kMaxVecs: each thread loads
+// its float4s once into registers (all loads in flight together), one block reduction, then
+// writes from registers. A single row (decode at batch 1) is then one short burst, not a loop
+// of dependent loads.
+constexpr int kVecThreads = 1024;
+constexpr int kMaxVecs = 8;
+template <typename W>
+__global__ void __launch_bounds__(kVecThreads)
+    rms_norm_vec_kernel(const float* x, int64_t ldx, const W* weight, int H, float eps,
+                        bool unit_offset, float* out, int64_t ld_out) {
+  __shared__ float smem[33];
+  const auto* row = reinterpret_cast<const float4*>(x + blockIdx.x * ldx);
+  const int n4 = H / 4;
+  float4 v[kMaxVecs];
+  float sumsq = 0.0f;
+#pragma unroll
+  for (int i = 0; i < kMaxVecs; ++i) {
+    const int idx = static_cast<int>(threadIdx.x) + i * static_cast<int>(blockDim.x);
+    v[i] = idx < n4 ? row[idx] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+  }
+#pragma unroll
+  for (int i = 0; i < kMaxVecs; ++i)
+    sumsq += v[i].x * v[i].x + v[i].y * v[i].y + v[i].z * v[i].z + v[i].w * v[i].w;
+  sumsq = device::block_sum(sumsq, smem);
+  const float r = 1.0f / sqrtf(sumsq / static_cast<float>(H) + eps);
+  auto* dst = reinterpret_cast<float4*>(out + blockIdx.x * ld_out);
+#pragma unroll
+  for (int i = 0; i < kMaxVecs; ++i) {
+    const int idx = static_cast<int>(threadIdx.x) + i * static_cast<int>(blockDim.x);
+    if (idx >= n4) break;
+    float w[4];
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      w[e] = device::to_f32(weight[4 * idx + e]);
+      if (unit_offset) w[e] += 1.0f;
+    }
+    dst[idx] =
+        make_float4(v[i].x * r * w[0], v[i].y * r * w[1], v[i].z * r * w[2], v[i].w * r * w[3]);
+  }
+}
+
 __global__ void add_kernel(float* x, int64_t ldx, const float* y, int64_t ldy, int64_t M,
                            int64_t H) {
   const int64_t total = M * H;
@@ -47,6 +89,22 @@ void rms_norm(const Tensor& x, const Tensor& weight, const ops::RmsNormConfig& c
   if (M == 0) return;
   RINGLM_CHECK(M <= INT32_MAX, "rms_norm: too many rows: ", M);
   Context& ctx = Context::get();
+  const bool aligned = reinterpret_cast<uintptr_t>(x.data) % 16 == 0 &&
+                       reinterpret_cast<uintptr_t>(out.data) % 16 == 0 && x.strides[0] % 4 == 0 &&
+                       out.strides[0] % 4 == 0;
+  if (aligned && H % 4 == 0 && H <= 4 * kVecThreads * kMaxVecs) {
+    // Up to kMaxVecs float4 per thread, at least a warp, at most kVecThreads.
+    const int64_t vec_threads = (H / 4 + kMaxVecs - 1) / kMaxVecs;
+    const auto threads =
+        static_cast<unsigned>(std::clamp<int64_t>((vec_threads + 31) / 32 * 32, 32, kVecThreads));
+    device::dispatch_float(weight.dtype, [&]<typename W>(W*) {
+      rms_norm_vec_kernel<W><<<static_cast<unsigned>(M), threads, 0, ctx.stream()>>>(
+          x.ptr<const float>(), x.strides[0], weight.ptr<const W>(), static_cast<int>(H),
+          config.eps, config.unit_offset, out.ptr<float>(), out.strides[0]);
+    });
+    check_launch("rms_norm_vec_kernel");
+    return;
+  }
   device::dispatch_float(weight.dtype, [&]<typename W>(W*) {
     rms_norm_kernel<W><<<static_cast<unsigned>(M), device::row_threads(H), 0, ctx.stream()>>>(
         x.ptr<const float>(), x.strides[0], weight.ptr<const W>(), H, config.eps,
