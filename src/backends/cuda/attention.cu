@@ -11,7 +11,7 @@
 // - rows with several queries (prefill chunks): one block per (token, head) over all its keys
 //   [lo, pos] (lo = pos − window + 1 with a window, else 0); out = acc / l.
 // - rows with one query (decode): split-K (flash decoding). The keys are cut at multiples of
-//   kSplitKeys absolute positions; one block per (row, head, part) writes its partial (m, l, acc)
+//   split_keys absolute positions; one block per (row, head, part) writes its partial (m, l, acc)
 //   and a second kernel merges the parts in order. Long contexts then fill the GPU at batch 1.
 // Each query's output is a fixed sequence of operations on its own position, window and keys,
 // whatever else is in the step: a row's bits are the same alone or batched.
@@ -28,7 +28,10 @@ namespace {
 
 constexpr int kWarps = 4;
 constexpr int kThreadsPerBlock = kWarps * 32;
-constexpr int kSplitKeys = 128;  // keys per part of a decode query: enough blocks at batch 1
+// Keys per part of a decode query: short parts give few rows enough blocks to fill the GPU; many
+// rows fill it anyway, and longer parts then cost less merging.
+constexpr int kShortSplit = 128, kLongSplit = 512;
+constexpr int kShortSplitMaxQueries = 1024;  // decode (row, head) pairs that still use short parts
 
 struct AttnArgs {
   const float* q;  // [T, q_heads, D]
@@ -43,6 +46,7 @@ struct AttnArgs {
   float scale, softcap;
   int window;
   bool split_decode;  // rows with one query go through the split-K kernels
+  int split_keys;     // keys per part (kShortSplit or kLongSplit)
   int max_parts;      // parts per decode query (stride of the partials)
   float* part_ml;     // [num_rows, q_heads, max_parts, 2]: m, l
   float* part_acc;    // [num_rows, q_heads, max_parts, D]
@@ -195,7 +199,7 @@ __global__ void __launch_bounds__(kThreadsPerBlock) attention_kernel(const AttnA
 }
 
 // Split-K, first pass: block (row · q_heads + head, part) over keys of absolute positions
-// [p·kSplitKeys, (p + 1)·kSplitKeys) ∩ [lo, pos], p = lo / kSplitKeys + part.
+// [p·S, (p + 1)·S) ∩ [lo, pos], p = lo / S + part, S = split_keys.
 template <typename KV, int kChunks>
 __global__ void __launch_bounds__(kThreadsPerBlock) attention_split_kernel(const AttnArgs a) {
   __shared__ Partials<kChunks> sh;
@@ -204,9 +208,10 @@ __global__ void __launch_bounds__(kThreadsPerBlock) attention_split_kernel(const
   const int q0 = a.query_start[r];
   if (a.query_start[r + 1] - q0 != 1) return;
   const Query qy = locate(a, q0);
-  const int p = qy.lo / kSplitKeys + static_cast<int>(blockIdx.y);
-  if (p > qy.pos / kSplitKeys) return;  // this query has fewer parts
-  const int begin = max(qy.lo, p * kSplitKeys), end = min(qy.pos, p * kSplitKeys + kSplitKeys - 1);
+  const int S = a.split_keys;
+  const int p = qy.lo / S + static_cast<int>(blockIdx.y);
+  if (p > qy.pos / S) return;  // this query has fewer parts
+  const int begin = max(qy.lo, p * S), end = min(qy.pos, p * S + S - 1);
   attend<KV, kChunks>(a, q0, h, qy, begin, end, sh);
   float weight[kWarps], l_all;
   const float m_all = merge_weights(sh, weight, l_all);
@@ -231,7 +236,7 @@ __global__ void __launch_bounds__(kThreadsPerBlock) attention_merge_kernel(const
   const int q0 = a.query_start[r];
   if (a.query_start[r + 1] - q0 != 1) return;
   const Query qy = locate(a, q0);
-  const int parts = qy.pos / kSplitKeys - qy.lo / kSplitKeys + 1;
+  const int parts = qy.pos / a.split_keys - qy.lo / a.split_keys + 1;
   const int64_t base = (static_cast<int64_t>(r) * a.q_heads + h) * a.max_parts;
   float m_all = -INFINITY;
   for (int p = 0; p < parts; ++p) m_all = fmaxf(m_all, a.part_ml[2 * (base + p)]);
@@ -308,7 +313,9 @@ void run_attention(const Tensor& q, const ops::KvLayerView& kv, const ops::Atten
   args.softcap = params.softcap;
   args.window = params.window;
   args.split_decode = true;
-  args.max_parts = std::max(1, (summary.max_decode_context + kSplitKeys - 1) / kSplitKeys);
+  args.split_keys = summary.decode_rows * QH <= kShortSplitMaxQueries ? kShortSplit : kLongSplit;
+  args.max_parts =
+      std::max(1, (summary.max_decode_context + args.split_keys - 1) / args.split_keys);
   if (summary.decode_rows > 0) {
     // Partials of every (row, head, part); rows that are not decode rows leave theirs unused.
     const int64_t slots = int64_t{drows.num_rows} * QH * args.max_parts;
