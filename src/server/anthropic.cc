@@ -105,7 +105,7 @@ GenerationRequest parse_messages_request(const Json& body, const ParseContext& c
   string_field(body, "model");
   const auto max_tokens = integer_field(body, "max_tokens");
   if (!max_tokens) bad_request("max_tokens", "'max_tokens' is required");
-  for (const char* openai_only : {"n", "logprobs", "logit_bias", "stop"}) {
+  for (const char* openai_only : {"n", "logprobs", "stop"}) {
     if (field(body, openai_only))
       bad_request(openai_only, std::string("'") + openai_only +
                                    "' is not a Messages API field (stop_sequences for stop)");
@@ -126,7 +126,8 @@ GenerationRequest parse_messages_request(const Json& body, const ParseContext& c
   out.engine.prompt = ctx.prompter.encode(messages, ChatPrompter::normalize_tools(&tools), Json());
   if (out.engine.prompt.empty()) bad_request("messages", "the rendered prompt is empty");
   Json sampling = Json::object();
-  for (const char* key : {"temperature", "top_p", "top_k", "stream"}) {
+  // logit_bias is a ringlm extension (tests force outputs with it).
+  for (const char* key : {"temperature", "top_p", "top_k", "stream", "logit_bias"}) {
     if (body.contains(key)) sampling[key] = body[key];
   }
   if (body.contains("stop_sequences")) {

@@ -44,9 +44,11 @@ Json usage_json(const engine::Usage& usage) {
 }
 
 std::string finish_reason_text(engine::FinishReason reason, bool tool_calls) {
+  // Parsed calls are the answer however generation ended (vLLM does the same).
+  if (tool_calls && reason != engine::FinishReason::Error) return "tool_calls";
   switch (reason) {
     case engine::FinishReason::Stop:
-      return tool_calls ? "tool_calls" : "stop";
+      return "stop";
     case engine::FinishReason::Length:
       return "length";
     case engine::FinishReason::Cancelled:

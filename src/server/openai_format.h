@@ -30,7 +30,8 @@ struct ChoiceResult {
 };
 
 Json usage_json(const engine::Usage& usage);
-// "stop", "length", "tool_calls"; cancelled/error choices report "abort"/"error".
+// "stop", "length", "tool_calls" (whenever calls were parsed); cancelled/error choices report
+// "abort"/"error".
 std::string finish_reason_text(engine::FinishReason reason, bool tool_calls);
 Json tool_calls_json(const std::vector<ToolCall>& calls, bool with_index);
 
