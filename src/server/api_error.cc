@@ -12,7 +12,8 @@ std::string openai_error_body(const ApiError& error) {
   nlohmann::ordered_json e;
   e["message"] = error.what();
   e["type"] = error.type();
-  e["param"] = error.param().empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(error.param());
+  e["param"] =
+      error.param().empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(error.param());
   e["code"] = error.status();
   nlohmann::ordered_json body;
   body["error"] = e;

@@ -107,7 +107,7 @@ Json ChatPrompter::normalize_messages(const Json& messages) {
 }
 
 Json ChatPrompter::normalize_tools(const Json* tools) {
-  if (!tools) return Json();
+  if (!tools || tools->is_null()) return Json();
   if (!tools->is_array()) bad_request("tools", "'tools' must be an array");
   if (tools->empty()) return Json();
   for (size_t i = 0; i < tools->size(); ++i) {

@@ -32,7 +32,7 @@ std::string rendered_call(const std::string& tmpl, const std::string& start,
                              {{"role", "assistant"}, {"content", ""}, {"tool_calls", calls}}});
   in.special_tokens = special;
   const std::string text = jinja::render_chat(tmpl, in);
-  const size_t b = text.rfind(start);
+  const size_t b = text.find(start);
   EXPECT_NE(b, std::string::npos) << text;
   const size_t e = text.find(end_of_turn, b);
   EXPECT_NE(e, std::string::npos) << text;
