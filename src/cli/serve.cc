@@ -26,6 +26,15 @@ std::string default_model_name(const std::string& dir) {
 }  // namespace
 
 int run_serve(int argc, char** argv) {
+  // Signals go to one waiting thread, not to whichever thread they hit: block them before any
+  // thread (compute pool, engine, HTTP pool) starts so that every thread inherits the mask.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  std::signal(SIGPIPE, SIG_IGN);  // a client that hangs up is a failed write, not a crash
+
   Args args(
       argc, argv,
       {"host", "port", "api-key", "max-batch", "max-num-tokens-per-step", "max-step-tokens",
@@ -70,15 +79,6 @@ int run_serve(int argc, char** argv) {
   const int64_t body = args.integer("max-body-bytes", static_cast<int64_t>(http.max_body_bytes));
   RINGLM_USER_CHECK(body >= 1024, "--max-body-bytes must be at least 1024");
   http.max_body_bytes = static_cast<size_t>(body);
-
-  // Signals go to one waiting thread, not to whichever thread they hit: block them before any
-  // thread (engine, HTTP pool) starts so that every thread inherits the mask.
-  sigset_t stop_signals;
-  sigemptyset(&stop_signals);
-  sigaddset(&stop_signals, SIGINT);
-  sigaddset(&stop_signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
-  std::signal(SIGPIPE, SIG_IGN);  // a client that hangs up is a failed write, not a crash
 
   auto model = models::load_model(dir);
   const Tokenizer tokenizer = Tokenizer::load(dir);

@@ -72,7 +72,7 @@ HttpServer::HttpServer(engine::Engine& engine, const ServerConfig& config)
   http_->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
   http_->set_payload_max_length(config.max_body_bytes);
   http_->set_keep_alive_max_count(1000);
-  http_->set_keep_alive_timeout(30);
+  http_->set_keep_alive_timeout(5);  // also bounds how long shutdown waits for idle connections
   http_->set_read_timeout(30);
   http_->set_write_timeout(30);
   http_->set_tcp_nodelay(true);  // each SSE event goes out at once
@@ -237,15 +237,25 @@ void HttpServer::generate(const httplib::Request& req, httplib::Response& res, i
                                                     : random_id("msg_")),
                           unix_now(), config_.model_name};
   const ToolFormat tool_format = prompter_.tool_format();
-  auto finished = [this, session, request, api](const char* how) {
+  // The log line's detail (the logger runs on this thread once the response is written).
+  auto describe = [session, request, api](const char* how) {
     const engine::Usage& u = session->usage();
     t_log.detail = std::string(api_name(api)) + (request->stream ? " stream" : "") +
                    " prompt=" + std::to_string(u.prompt_tokens) +
                    " cached=" + std::to_string(u.cached_tokens) +
                    " completion=" + std::to_string(u.completion_tokens) + " " + how;
+  };
+  auto release = [this] {
     std::lock_guard<std::mutex> lock(inflight_mutex_);
     --inflight_;
     inflight_cv_.notify_all();
+  };
+  // Cancels and waits for the engine's final event and on_done, so that the request's KV is
+  // released before this connection moves on.
+  auto cancel = [this, session] {
+    engine_.cancel(session->id);
+    std::vector<engine::Event> ignored;
+    while (!session->wait(kPollInterval, ignored)) ignored.clear();
   };
 
   if (!request->stream) {
@@ -257,7 +267,8 @@ void HttpServer::generate(const httplib::Request& req, httplib::Response& res, i
       done = session->wait(kPollInterval * 20, events);
       for (const auto& e : events) choices[static_cast<size_t>(e.choice)].add(e, request->logprobs);
     }
-    finished("done");
+    describe("done");
+    release();
     for (const auto& c : choices) {
       if (c.finish == engine::FinishReason::Error || c.finish == engine::FinishReason::Cancelled)
         return send_error(
@@ -279,6 +290,7 @@ void HttpServer::generate(const httplib::Request& req, httplib::Response& res, i
     std::unique_ptr<OpenAiStream> openai;
     std::unique_ptr<AnthropicStream> anthropic;
     bool completed = false;
+    bool cancelled = false;
   };
   auto state = std::make_shared<StreamState>();
   if (api == Api::Messages) {
@@ -291,9 +303,13 @@ void HttpServer::generate(const httplib::Request& req, httplib::Response& res, i
   res.set_header("X-Accel-Buffering", "no");
   res.set_chunked_content_provider(
       "text/event-stream",
-      [this, session, request, state](size_t, httplib::DataSink& sink) {
+      [session, state, describe, cancel](size_t, httplib::DataSink& sink) {
         auto write = [&](const std::string& text) {
-          return text.empty() || sink.write(text.data(), text.size());
+          if (text.empty() || sink.write(text.data(), text.size())) return true;
+          cancel();  // the client is gone
+          state->cancelled = true;
+          describe("client gone, cancelled");
+          return false;
         };
         if (state->anthropic && !write(state->anthropic->start())) return false;
         std::vector<engine::Event> events;
@@ -310,6 +326,7 @@ void HttpServer::generate(const httplib::Request& req, httplib::Response& res, i
                                                    : state->anthropic->on_done(session->usage());
             if (!write(tail)) return false;
             state->completed = true;
+            describe("done");
             sink.done();
             return true;
           }
@@ -323,15 +340,10 @@ void HttpServer::generate(const httplib::Request& req, httplib::Response& res, i
           }
         }
       },
-      [this, session, state, finished](bool) {
-        if (!state->completed) {
-          engine_.cancel(session->id);
-          // The engine answers a cancel with a final event and on_done; wait for it so that
-          // the request's KV is released before this connection moves on.
-          std::vector<engine::Event> ignored;
-          while (!session->wait(kPollInterval, ignored)) ignored.clear();
-        }
-        finished(state->completed ? "done" : "client gone, cancelled");
+      [state, cancel, release](bool) {
+        // Also reached when the provider never ran (the connection broke before the headers).
+        if (!state->completed && !state->cancelled) cancel();
+        release();
       });
 }
 

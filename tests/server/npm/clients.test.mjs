@@ -236,11 +236,11 @@ test('a client that disconnects mid-stream gets its request cancelled and KV fre
   const stream = await openai.chat.completions.create(
     { ...greedy, messages: hello, max_tokens: 800, stream: true }, { signal: controller.signal });
   let chunks = 0;
-  await assert.rejects(async () => {
-    for await (const _ of stream) {
-      if (++chunks === 5) controller.abort();
-    }
-  });
+  // The client ends the iteration quietly on abort.
+  for await (const _ of stream) {
+    if (++chunks === 5) controller.abort();
+  }
+  assert.equal(chunks, 5);
   const m = await waitIdle();
   assert.equal(m.value('ringlm_kv_blocks_used'), 0, m.text);
   assert.equal(m.value('ringlm_requests_running'), 0, m.text);

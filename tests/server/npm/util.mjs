@@ -10,10 +10,10 @@ export const openai = new OpenAI({ baseURL: `${url}/v1`, apiKey, maxRetries: 0 }
 export const anthropic = new Anthropic({ baseURL: url, apiKey, maxRetries: 0 });
 
 // The fixture tokenizer (tests/fixtures/server_model): byte b is token b; 256..263 are the
-// merges th he in er an on re at; 300 <|endoftext|>, 302 <|im_end|> (EOS); 305 is one token
+// merges th he in er an on re at; 264 <|endoftext|>, 266 <|im_end|> (EOS); 269 is one token
 // holding a whole Hermes tool call for get_weather {"city": "Paris"}.
-export const EOS = [300, 302];
-export const TOOL_CALL_TOKEN = 305;
+export const EOS = [264, 266];
+export const TOOL_CALL_TOKEN = 269;
 export const noEos = Object.fromEntries(EOS.map(id => [String(id), -100]));
 // Output restricted to lowercase letters and the letter-pair merges (tokens of 1 or 2 chars).
 export const lettersOnly = (() => {
