@@ -303,10 +303,11 @@ void HttpServer::generate(const httplib::Request& req, httplib::Response& res, i
   res.set_header("X-Accel-Buffering", "no");
   res.set_chunked_content_provider(
       "text/event-stream",
-      [session, state, describe, cancel](size_t, httplib::DataSink& sink) {
+      [this, session, state, describe, cancel](size_t, httplib::DataSink& sink) {
         auto write = [&](const std::string& text) {
           if (text.empty() || sink.write(text.data(), text.size())) return true;
           cancel();  // the client is gone
+          metrics_.count_client_disconnect();
           state->cancelled = true;
           describe("client gone, cancelled");
           return false;

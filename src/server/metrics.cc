@@ -50,6 +50,11 @@ void Metrics::count_request(int status) {
   ++requests_by_status_[status];
 }
 
+void Metrics::count_client_disconnect() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  ++client_disconnects_;
+}
+
 void Metrics::observe_ttft(double seconds) {
   std::lock_guard<std::mutex> lock(mutex_);
   ttft_.observe(seconds);
@@ -70,6 +75,9 @@ std::string Metrics::render(const engine::EngineStats& s) const {
     for (const auto& [status, count] : requests_by_status_)
       out += "ringlm_requests_total{status=\"" + std::to_string(status) + "\"} " +
              std::to_string(count) + "\n";
+    metric(out, "ringlm_client_disconnects_total", "counter",
+           "Streams whose client left before the end; their requests were cancelled.",
+           static_cast<double>(client_disconnects_));
     out +=
         "# HELP ringlm_time_to_first_token_seconds Time from request arrival to its first "
         "token.\n# TYPE ringlm_time_to_first_token_seconds histogram\n";

@@ -31,6 +31,7 @@ class Metrics {
  public:
   Metrics();
   void count_request(int status);
+  void count_client_disconnect();  // a stream whose client left: its request was cancelled
   void observe_ttft(double seconds);
   void observe_inter_token(double seconds);
   std::string render(const engine::EngineStats& stats) const;
@@ -38,6 +39,7 @@ class Metrics {
  private:
   mutable std::mutex mutex_;
   std::map<int, uint64_t> requests_by_status_;
+  uint64_t client_disconnects_ = 0;
   Histogram ttft_;
   Histogram inter_token_;
 };

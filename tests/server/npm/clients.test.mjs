@@ -232,9 +232,10 @@ test('anthropic: messages, streaming events, stop sequences, tool use', async ()
 });
 
 test('a client that disconnects mid-stream gets its request cancelled and KV freed', async () => {
+  const before = await waitIdle();
   const controller = new AbortController();
   const stream = await openai.chat.completions.create(
-    { ...greedy, messages: hello, max_tokens: 800, stream: true }, { signal: controller.signal });
+    { ...greedy, messages: hello, max_tokens: 900, stream: true }, { signal: controller.signal });
   let chunks = 0;
   // The client ends the iteration quietly on abort.
   for await (const _ of stream) {
@@ -244,4 +245,10 @@ test('a client that disconnects mid-stream gets its request cancelled and KV fre
   const m = await waitIdle();
   assert.equal(m.value('ringlm_kv_blocks_used'), 0, m.text);
   assert.equal(m.value('ringlm_requests_running'), 0, m.text);
+  // The server noticed and cancelled: fewer than the 900 tokens asked for were generated.
+  assert.equal(m.value('ringlm_client_disconnects_total'),
+               before.value('ringlm_client_disconnects_total') + 1, m.text);
+  const generated = m.value('ringlm_generation_tokens_total') -
+                    before.value('ringlm_generation_tokens_total');
+  assert.ok(generated < 900, `${generated} tokens generated after the client left`);
 });

@@ -25,7 +25,8 @@ function makeJob(i) {
   const body = { prompt, max_tokens: 4 + Math.floor(rand() * 24), temperature: 0,
                  logit_bias: noEos, stream: rand() < 0.5 };
   if (r < 0.1) return { i, kind: 'malformed', raw: rand() < 0.5 ? '{"prompt": ' : JSON.stringify({ prompt, temperature: -1 }) };
-  if (r < 0.2) return { i, kind: 'disconnect', body: { ...body, stream: true, max_tokens: 200 } };
+  // Long enough (the context is 1024) that the client leaves before the server is done.
+  if (r < 0.2) return { i, kind: 'disconnect', body: { ...body, stream: true, max_tokens: 900 } };
   return { i, kind: 'good', body };
 }
 
@@ -97,6 +98,9 @@ assert.equal(failures, 0, `${failures} requests failed`);
 const m = await waitIdle(60000);
 assert.equal(m.value('ringlm_kv_blocks_used'), 0, 'KV blocks still in use after the soak');
 assert.equal(m.value('ringlm_requests_running'), 0);
+const disconnects = jobs.filter(j => j.kind === 'disconnect').length;
+const noticed = m.value('ringlm_client_disconnects_total');
+assert.ok(noticed > 0 && noticed <= disconnects, `${noticed} of ${disconnects} disconnects noticed`);
 
 // Batched equals serial: re-run a sample of good greedy requests one at a time.
 const good = jobs.filter(j => j.kind === 'good' && typeof results[j.i] === 'string');
@@ -106,4 +110,5 @@ for (const job of sample) {
   assert.equal(serial, results[job.i], `request ${job.i}: batched text differs from serial`);
 }
 console.log(`soak: ${N} requests at ${C} concurrent in ${seconds.toFixed(1)} s; ` +
-            `${good.length} good completed, ${sample.length} equal to serial runs; KV blocks in use 0`);
+            `${good.length} good completed, ${sample.length} equal to serial runs; ` +
+            `${noticed} of ${disconnects} disconnects cancelled by the server; KV blocks in use 0`);
