@@ -12,7 +12,8 @@ void usage() {
   std::fputs(
       "usage: ringlm <command> [flags]\n"
       "  generate --model DIR (--prompt TEXT | --prompt-tokens 1,2,3[;4,5]) [--max-tokens N]\n"
-      "                                                                greedy generation\n"
+      "    [--temperature T --top-p P --top-k K --min-p M --seed S --n N] greedy, or sampled\n"
+      "                                                                (text prompts)\n"
       "  chat --model DIR [--system TEXT] [--max-tokens N]             interactive chat (stdin)\n"
       "  tokenize --model DIR --text TEXT [--no-special]               print token ids\n"
       "  inspect DIR [--json]                                          describe a checkpoint\n"
