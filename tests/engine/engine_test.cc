@@ -219,6 +219,30 @@ TEST(Engine, CancelFromACallbackFreesTheKv) {
   EXPECT_THROW(engine.submit(other, {}), Error);  // drained: no new requests
 }
 
+TEST(Engine, DestructionEndsEveryRequest) {
+  auto model = models::load_model(fixture_model_dir("llama3"));
+  std::mt19937 rng(6);
+  std::vector<testing::RequestResult> results;
+  {
+    auto engine = std::make_unique<Engine>(*model, fixture_tokenizer(), small_config());
+    Collector collector(*engine);
+    for (int i = 0; i < 3; ++i)
+      collector.submit(sampled_request(random_prompt(rng, 50), 3, 400, 2));
+    engine.reset();  // running and queued requests end with Cancelled (or finished before)
+    for (size_t i = 0; i < 3; ++i) results.push_back(collector.result(i));
+  }
+  int cancelled = 0;
+  for (const auto& r : results) {
+    EXPECT_TRUE(r.done);
+    for (const auto& c : r.choices) {
+      EXPECT_NE(c.finish, FinishReason::None);
+      EXPECT_EQ(c.events_after_finish, 0);
+      cancelled += c.finish == FinishReason::Cancelled;
+    }
+  }
+  EXPECT_GT(cancelled, 0);
+}
+
 TEST(Engine, StopStringsEndTheTextAndAreNotEmitted) {
   auto model = models::load_model(fixture_model_dir("llama3"));
   std::mt19937 rng(9);
