@@ -106,6 +106,20 @@ int64_t PrefixCache::cached_only_blocks() const {
   return n;
 }
 
+void PrefixCache::record_admission(int64_t cached_tokens) {
+  ++queries_;
+  if (cached_tokens > 0) ++hits_;
+}
+
+int64_t PrefixCache::evictable_blocks(int g) const {
+  int64_t n = 0;
+  for (const auto& [hash, e] : entries_) {
+    const int32_t b = e.blocks[static_cast<size_t>(g)];
+    if (b != 0 && cache_.pool(g).refcount(b) == 1) ++n;
+  }
+  return n;
+}
+
 bool PrefixCache::evict_one() {
   for (const auto& [used, rank, hash] : lru_) {
     const Entry& e = entries_.at(hash);
@@ -167,7 +181,6 @@ void PrefixCache::store(kv::SequenceId seq, std::span<const int32_t> tokens, int
 }
 
 std::pair<kv::SequenceId, int64_t> PrefixCache::open(std::span<const int32_t> tokens) {
-  ++queries_;
   const int64_t bt = cache_.block_tokens();
   const int64_t most = (static_cast<int64_t>(tokens.size()) - 1) / bt;
   std::vector<std::pair<uint64_t, Entry*>> chain;
@@ -198,7 +211,6 @@ std::pair<kv::SequenceId, int64_t> PrefixCache::open(std::span<const int32_t> to
   int64_t k = static_cast<int64_t>(chain.size());
   while (k > 0 && !usable(k)) --k;
   if (k == 0) return {cache_.add_sequence(), 0};
-  ++hits_;
   ++tick_;
   std::vector<std::vector<int32_t>> tables(static_cast<size_t>(cache_.num_groups()));
   for (int g = 0; g < cache_.num_groups(); ++g) {

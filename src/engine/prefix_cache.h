@@ -47,8 +47,13 @@ class PrefixCache {
   std::pair<kv::SequenceId, int64_t> open(std::span<const int32_t> tokens);
   // Takes the whole blocks of tokens[0, computed) of `seq` (about to be released).
   void store(kv::SequenceId seq, std::span<const int32_t> tokens, int64_t computed);
+  // Counts a query (and a hit if cached_tokens > 0) for a sequence that was admitted; open()
+  // alone does not count, since a sequence that must wait opens again later.
+  void record_admission(int64_t cached_tokens);
   // Drops the least recently used entry that frees a block; false if none does.
   bool evict_one();
+  // Blocks of group g that evicting every entry would free.
+  int64_t evictable_blocks(int g) const;
   // Drops every entry.
   void clear();
 

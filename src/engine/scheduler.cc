@@ -101,6 +101,18 @@ bool Scheduler::append_or_preempt(SeqState* seq, int64_t n, ScheduledStep& step)
   return true;
 }
 
+bool Scheduler::fits_after_eviction(const SeqState* seq, int64_t need) const {
+  const int64_t have = std::max(cache_.reserved_tokens(seq->kv), cache_.length(seq->kv));
+  for (int g = 0; g < cache_.num_groups(); ++g) {
+    if (cache_.table_group(g) != g) continue;
+    const int64_t available = cache_.tokens_available(seq->kv, g);
+    if (available == kv::kUnlimitedTokens) continue;
+    if (available + prefix_->evictable_blocks(g) * cache_.block_tokens() < need - have)
+      return false;
+  }
+  return true;
+}
+
 bool Scheduler::admit(SeqState* seq) {
   if (prefix_ != nullptr) {
     std::tie(seq->kv, seq->cached_tokens) = prefix_->open(seq->tokens);
@@ -110,16 +122,24 @@ bool Scheduler::admit(SeqState* seq) {
   }
   seq->computed = seq->cached_tokens;
   // The whole uncomputed part and the first generated token are promised, so the prefill never
-  // runs out; later decode appends may (and then preempt).
+  // runs out; later decode appends may (and then preempt). Cached blocks are evicted for it only
+  // when that makes it fit.
   const auto need = static_cast<int64_t>(seq->tokens.size()) + 1;
+  bool evicting = false;
   while (!cache_.reserve(seq->kv, need)) {
-    if (prefix_ != nullptr && prefix_->evict_one()) continue;
+    // Alone it must get everything (failing it would be final).
+    if (prefix_ != nullptr && (evicting || running_.empty() || fits_after_eviction(seq, need)) &&
+        prefix_->evict_one()) {
+      evicting = true;
+      continue;
+    }
     cache_.release(seq->kv);
     seq->kv = -1;
     seq->computed = 0;
     seq->cached_tokens = 0;
     return false;
   }
+  if (prefix_ != nullptr) prefix_->record_admission(seq->cached_tokens);
   return true;
 }
 

@@ -85,6 +85,8 @@ class Scheduler {
   bool append_or_preempt(SeqState* seq, int64_t n, ScheduledStep& step);
   // Opens the KV sequence of the waiting head and reserves its tokens; false if it must wait.
   bool admit(SeqState* seq);
+  // Whether evicting every unused prefix-cache block would let `seq` be promised `need` tokens.
+  bool fits_after_eviction(const SeqState* seq, int64_t need) const;
   int rows_in_use() const;
 
   kv::PagedKvCache& cache_;
