@@ -1,12 +1,16 @@
 // `ringlm generate`: greedy generation from text (streamed back as text) or from token ids (one
-// line of ids per prompt; several prompts run as one continuously batched job).
+// line of ids per prompt; several prompts run as one continuously batched job). Sampling flags
+// (--temperature, --top-p, --top-k, --min-p, --seed, --n) run the text prompt through the Engine.
+#include <condition_variable>
 #include <cstdio>
+#include <mutex>
 #include <string>
 
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "cli/text_io.h"
+#include "engine/engine.h"
 #include "engine/runner.h"
 #include "tokenizer/detokenizer.h"
 
@@ -24,17 +28,71 @@ double rate(int64_t count, double seconds) {
   return seconds > 0 ? static_cast<double>(count) / seconds : 0.0;
 }
 
+const char* const kSamplingFlags[] = {"temperature", "top-p", "top-k", "min-p", "seed", "n"};
+
+// The text prompt through the Engine with sampling; choice 0 streams, others print when done.
+int generate_sampled(const Args& args, const std::string& dir, models::Model& model) {
+  RINGLM_USER_CHECK(args.has("prompt"), "sampling flags need --prompt TEXT");
+  const Tokenizer tokenizer = Tokenizer::load(dir);
+  engine::EngineConfig config;
+  config.runner = runner_config(args);
+  config.eos_token_ids = stop_tokens(dir, tokenizer);
+  engine::Engine engine(model, tokenizer, config);
+  engine::Request request;
+  request.prompt = tokenizer.encode(args.str("prompt"));
+  request.sampling.temperature = static_cast<float>(args.number("temperature", 1.0));
+  request.sampling.top_p = static_cast<float>(args.number("top-p", 1.0));
+  request.sampling.top_k = static_cast<int>(args.integer("top-k", 0));
+  request.sampling.min_p = static_cast<float>(args.number("min-p", 0.0));
+  if (args.has("seed")) request.sampling.seed = static_cast<uint64_t>(args.integer("seed", 0));
+  request.stop.max_tokens = args.integer("max-tokens", 32);
+  request.n = static_cast<int>(args.integer("n", 1));
+  std::vector<std::string> texts(static_cast<size_t>(std::max(request.n, 1)));
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;
+  engine::Usage usage;
+  engine::RequestCallbacks callbacks;
+  callbacks.on_event = [&](const engine::Event& e) {
+    if (e.choice == 0) {
+      std::fputs(e.text.c_str(), stdout);
+      std::fflush(stdout);
+    } else {
+      texts[static_cast<size_t>(e.choice)] += e.text;
+    }
+  };
+  callbacks.on_done = [&](const engine::Usage& u) {
+    std::lock_guard lock(mu);
+    usage = u;
+    done = true;
+    cv.notify_all();
+  };
+  engine.submit(std::move(request), std::move(callbacks));
+  std::unique_lock lock(mu);
+  cv.wait(lock, [&] { return done; });
+  std::printf("\n");
+  for (size_t c = 1; c < texts.size(); ++c) std::printf("%s\n", texts[c].c_str());
+  std::fprintf(stderr, "prompt %lld tokens, generated %lld tokens\n",
+               static_cast<long long>(usage.prompt_tokens),
+               static_cast<long long>(usage.completion_tokens));
+  return 0;
+}
+
 }  // namespace
 
 int run_generate(int argc, char** argv) {
   Args args(argc, argv,
             {"model", "prompt", "prompt-tokens", "max-tokens", "threads", "kv-memory",
-             "max-step-tokens", "kv-format", "max-kv-size", "kv-keep"});
+             "max-step-tokens", "kv-format", "max-kv-size", "kv-keep", "temperature", "top-p",
+             "top-k", "min-p", "seed", "n"});
   apply_threads(args);
   const std::string dir = args.required("model");
   RINGLM_USER_CHECK(args.has("prompt") != args.has("prompt-tokens"),
                     "give exactly one of --prompt TEXT and --prompt-tokens IDS");
   auto model = models::load_model(dir);
+  for (const char* flag : kSamplingFlags) {
+    if (args.has(flag)) return generate_sampled(args, dir, *model);
+  }
   engine::Runner runner(*model, runner_config(args));
   engine::GreedyOptions options;
   options.max_new_tokens = args.integer("max-tokens", 32);

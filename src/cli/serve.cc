@@ -10,6 +10,7 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/common.h"
+#include "cli/text_io.h"
 #include "engine/engine.h"
 #include "server/http_server.h"
 
@@ -82,6 +83,7 @@ int run_serve(int argc, char** argv) {
 
   auto model = models::load_model(dir);
   const Tokenizer tokenizer = Tokenizer::load(dir);
+  config.eos_token_ids = stop_tokens(dir, tokenizer);  // generation_config.json's as well
   engine::Engine engine(*model, tokenizer, config);
   server::HttpServer server(engine, http);
   const int bound = server.bind();

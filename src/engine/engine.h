@@ -54,6 +54,8 @@ struct Request {
 enum class FinishReason { None, Stop, Length, Cancelled, Error };
 const char* finish_reason_name(FinishReason reason);  // "stop", "length", "cancelled", "error"
 
+constexpr int kMaxLogprobs = 20;  // SamplingParams::logprobs at most (OpenAI's top_logprobs)
+
 struct TokenLogprob {
   int32_t token = 0;
   float logprob = 0.0f;
@@ -98,6 +100,9 @@ struct EngineConfig {
   int64_t max_model_len = 0;      // 0 = the model's max_position_embeddings
   size_t prompt_cache_bytes = 0;  // prefix cache cap; 0 = whatever KV is free
   bool enable_prefix_cache = true;
+  // End-of-sequence ids besides config.json's eos_token_id and the tokenizer's eos token
+  // (e.g. generation_config.json's: io::stop_token_ids).
+  std::vector<int32_t> eos_token_ids;
 };
 
 struct EngineStats {

@@ -9,7 +9,7 @@ namespace ringlm::server {
 namespace {
 
 constexpr int kMaxChoices = 128;
-constexpr int kMaxTopLogprobs = 20;
+constexpr int kMaxTopLogprobs = engine::kMaxLogprobs;
 constexpr size_t kMaxStopStrings = 16;
 
 void check_range(const char* name, double v, double lo, double hi, bool lo_open = false) {
