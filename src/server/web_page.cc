@@ -39,8 +39,19 @@ const input = document.getElementById('input');
 const send = document.getElementById('send');
 const history = [];
 let model = '';
+// With `ringlm serve --api-key`, the page asks for the key once and keeps it in localStorage.
+let apiKey = localStorage.getItem('ringlm-api-key') || '';
+const authHeaders = () => (apiKey ? { Authorization: 'Bearer ' + apiKey } : {});
+async function authorizedFetch(url, init = {}) {
+  for (let attempt = 0; ; ++attempt) {
+    const r = await fetch(url, { ...init, headers: { ...(init.headers || {}), ...authHeaders() } });
+    if (r.status !== 401 || attempt > 0) return r;
+    apiKey = prompt('API key') || '';
+    localStorage.setItem('ringlm-api-key', apiKey);
+  }
+}
 
-fetch('/v1/models').then(r => r.json()).then(j => {
+authorizedFetch('/v1/models').then(r => r.json()).then(j => {
   model = j.data[0].id;
   document.getElementById('model').textContent = model;
 }).catch(() => {});
@@ -81,7 +92,7 @@ async function chat(text) {
   send.disabled = true;
   let reply = '';
   try {
-    const response = await fetch('/v1/chat/completions', {
+    const response = await authorizedFetch('/v1/chat/completions', {
       method: 'POST',
       headers: { 'Content-Type': 'application/json' },
       body: JSON.stringify({ model, messages: history, stream: true,
