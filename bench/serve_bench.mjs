@@ -1,11 +1,12 @@
 // Serving benchmark: starts `ringlm serve` on a free port, streams /v1/completions requests at
-// several concurrencies and reports throughput and TTFT / inter-token latency percentiles; then
+// several concurrencies and reports throughput and TTFT / inter-token latency (ITL, per event as
+// the client sees it) / time per output token (TPOT, per request) percentiles; then
 // runs `ringlm generate` on the same prompt for the server tax (the server's single-stream decode
 // rate against the CLI's, same process settings).
 //   node bench/serve_bench.mjs --binary build/ringlm --model DIR [--prompt-len 64] [--gen 64]
 //       [--requests 32] [--concurrency 1,8,32] [--threads N] [-- extra serve flags]
 // No npm packages needed (fetch + SSE parsing by hand). Token-id prompts keep the tokenizer out.
-import { spawn, execFileSync } from 'node:child_process';
+import { spawn, spawnSync, execFileSync } from 'node:child_process';
 
 const argv = process.argv.slice(2);
 const extraAt = argv.indexOf('--');
@@ -49,7 +50,7 @@ async function one(i) {
   if (!res.ok) throw new Error(`${res.status} ${await res.text()}`);
   const reader = res.body.getReader();
   const decoder = new TextDecoder();
-  let buffer = '', tokens = 0, ttft = null, last = t0;
+  let buffer = '', tokens = 0, ttft = null, last = t0, first = t0;
   const itl = [];
   for (;;) {
     const { value, done } = await reader.read();
@@ -63,13 +64,19 @@ async function one(i) {
       const n = JSON.parse(line.slice(6)).choices[0]?.logprobs?.tokens?.length ?? 0;
       if (!n) continue;
       const now = performance.now();
-      if (ttft === null) ttft = now - t0;
-      else for (let k = 0; k < n; ++k) itl.push((now - last) / n);
+      if (ttft === null) {
+        ttft = now - t0;
+        first = now;
+      } else {
+        for (let k = 0; k < n; ++k) itl.push((now - last) / n);
+      }
       last = now;
       tokens += n;
     }
   }
-  return { ttft, itl, tokens };
+  // Time per output token after the first: immune to several events arriving in one read.
+  const tpot = tokens > 1 ? (last - first) / (tokens - 1) : NaN;
+  return { ttft, itl, tokens, tpot };
 }
 
 const pct = (xs, p) => {
@@ -80,9 +87,9 @@ const pct = (xs, p) => {
 const f = x => x.toFixed(1);
 
 console.log(`model ${model}, prompt ${promptLen} tokens, ${gen} generated, ${requests} requests per level`);
-console.log('| concurrency | tok/s | TTFT p50/p90/p99 ms | ITL p50/p90/p99 ms |');
-console.log('|---|---|---|---|');
-let singleItl = NaN;
+console.log('| concurrency | tok/s | TTFT p50/p90/p99 ms | ITL p50/p90/p99 ms | TPOT p50/p90/p99 ms |');
+console.log('|---|---|---|---|---|');
+let singleTpot = NaN;
 await one(0);  // warm-up
 for (const c of levels) {
   const results = [];
@@ -94,18 +101,18 @@ for (const c of levels) {
   const seconds = (performance.now() - t0) / 1000;
   const tokens = results.reduce((a, r) => a + r.tokens, 0);
   const ttft = results.map(r => r.ttft), itl = results.flatMap(r => r.itl);
-  if (c === 1) singleItl = itl.reduce((a, b) => a + b, 0) / itl.length;
-  console.log(`| ${c} | ${f(tokens / seconds)} | ${f(pct(ttft, 50))} / ${f(pct(ttft, 90))} / ` +
-              `${f(pct(ttft, 99))} | ${f(pct(itl, 50))} / ${f(pct(itl, 90))} / ${f(pct(itl, 99))} |`);
+  const tpot = results.map(r => r.tpot);
+  if (c === 1) singleTpot = pct(tpot, 50);
+  const three = xs => `${f(pct(xs, 50))} / ${f(pct(xs, 90))} / ${f(pct(xs, 99))}`;
+  console.log(`| ${c} | ${f(tokens / seconds)} | ${three(ttft)} | ${three(itl)} | ${three(tpot)} |`);
 }
 server.kill('SIGTERM');
 await new Promise(r => server.on('exit', r));
 
 // The CLI on the same prompt: its decode rate against the server's single stream.
-const cli = execFileSync(binary, ['generate', '--model', model, '--prompt-tokens', prompt(0).join(','),
-                                  '--max-tokens', String(gen), ...threadFlags],
-                         { stdio: ['ignore', 'ignore', 'pipe'] }).toString();
+const cli = spawnSync(binary, ['generate', '--model', model, '--prompt-tokens', prompt(0).join(','),
+                               '--max-tokens', String(gen), ...threadFlags]).stderr.toString();
 const decode = Number(cli.match(/decode ([\d.]+) tok\/s/)?.[1]);
-const serverRate = 1000 / singleItl;
+const serverRate = 1000 / singleTpot;
 console.log(`single stream decode: server ${f(serverRate)} tok/s, ringlm generate ${f(decode)} tok/s ` +
             `(server tax ${f(100 * (1 - serverRate / decode))}%)`);

@@ -228,6 +228,13 @@ std::string AnthropicStream::on_event(const engine::Event& event) {
   };
   text_delta(splitter_.push(event.text));
   if (event.finish == engine::FinishReason::None) return out;
+  if (event.finish == engine::FinishReason::Error) {
+    return out +
+           sse("error", {{"type", "error"},
+                         {"error",
+                          {{"type", "api_error"},
+                           {"message", event.error.empty() ? "generation failed" : event.error}}}});
+  }
   finish_ = event.finish;
   stop_matched_ = event.stop_matched;
   ParsedOutput rest = splitter_.finish();

@@ -1,6 +1,7 @@
 #include "server/http_server.h"
 
 #include <httplib.h>
+#include <sys/socket.h>
 
 #include <chrono>
 #include <cstdio>
@@ -33,6 +34,14 @@ constexpr auto kPollInterval = std::chrono::milliseconds(50);
 // (and its request cancelled) even while the request waits in the queue.
 constexpr auto kKeepAliveInterval = std::chrono::milliseconds(1000);
 
+// httplib::Server with access to its listening socket: Debian's compiled cpp-httplib listens
+// with a backlog of 5, so a burst of connections overflows it and clients wait a SYN
+// retransmit (1 s); bind() raises it to SOMAXCONN.
+class Listener : public httplib::Server {
+ public:
+  int listening_socket() const { return svr_sock_; }
+};
+
 bool is_anthropic_path(const std::string& path) {
   return path.rfind("/v1/messages", 0) == 0;
 }
@@ -64,7 +73,7 @@ const char* api_name(Api api) {
 HttpServer::HttpServer(engine::Engine& engine, const ServerConfig& config)
     : engine_(engine),
       config_(config),
-      http_(std::make_unique<httplib::Server>()),
+      http_(std::make_unique<Listener>()),
       prompter_(engine.tokenizer()),
       started_(unix_now()) {
   RINGLM_USER_CHECK(config.http_threads >= 1, "--http-threads must be at least 1");
@@ -353,10 +362,13 @@ int HttpServer::bind() {
     const int port = http_->bind_to_any_port(config_.host);
     RINGLM_USER_CHECK(port > 0, "cannot listen on ", config_.host, " (any port)");
     config_.port = port;
-    return port;
+  } else {
+    RINGLM_USER_CHECK(http_->bind_to_port(config_.host, config_.port), "cannot listen on ",
+                      config_.host, ":", config_.port, " (in use, or not an address of this host)");
   }
-  RINGLM_USER_CHECK(http_->bind_to_port(config_.host, config_.port), "cannot listen on ",
-                    config_.host, ":", config_.port, " (in use, or not an address of this host)");
+  // listen() again on a listening socket only changes its backlog.
+  RINGLM_USER_CHECK(::listen(static_cast<Listener&>(*http_).listening_socket(), SOMAXCONN) == 0,
+                    "cannot raise the listen backlog");
   return config_.port;
 }
 

@@ -201,6 +201,14 @@ std::string OpenAiStream::on_event(const engine::Event& event) {
     choice["finish_reason"] = nullptr;
     out += sse(chunk(std::move(choice)));
   }
+  if (event.finish == engine::FinishReason::Error) {
+    // vLLM's shape for an error after the stream started: a data line holding the error.
+    Json error = {{"message", event.error.empty() ? "generation failed" : event.error},
+                  {"type", "server_error"},
+                  {"param", nullptr},
+                  {"code", 500}};
+    return out + sse({{"error", error}});
+  }
   if (event.finish != engine::FinishReason::None) {
     bool calls = false;
     Json delta = Json::object();

@@ -108,6 +108,22 @@ TEST(ServerFormat, ChatStreamChunks) {
   EXPECT_EQ(tc[2]["choices"][0]["finish_reason"], "tool_calls");
 }
 
+TEST(ServerFormat, ErrorsMidStream) {
+  GenerationRequest req;
+  req.api = Api::Chat;
+  OpenAiStream s({"chatcmpl-x", 1, "m"}, req, fixture_tokenizer(), ToolFormat::None);
+  engine::Event e = event(0, "", engine::FinishReason::Error);
+  e.error = "out of memory";
+  const auto chunks = data_lines(s.on_event(e));
+  ASSERT_EQ(chunks.size(), 2u);
+  EXPECT_EQ(chunks[1]["error"]["message"], "out of memory");
+  req.api = Api::Messages;
+  AnthropicStream a({"msg_x", 1, "m"}, req, ToolFormat::None);
+  const std::string sse = a.on_event(e);
+  EXPECT_EQ(event_names(sse), std::vector<std::string>{"error"});
+  EXPECT_EQ(data_lines(sse)[0]["error"]["message"], "out of memory");
+}
+
 TEST(ServerFormat, CompletionLogprobs) {
   GenerationRequest req;
   req.api = Api::Completion;
