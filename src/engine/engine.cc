@@ -451,6 +451,9 @@ EngineStats Engine::stats() const {
 int64_t Engine::max_model_len() const {
   return impl_->max_model_len;
 }
+int64_t Engine::max_sequence_tokens() const {
+  return std::min(impl_->max_model_len, impl_->kv_capacity_tokens);
+}
 const models::Model& Engine::model() const {
   return impl_->model;
 }

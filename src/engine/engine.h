@@ -141,6 +141,9 @@ class Engine {
 
   EngineStats stats() const;
   int64_t max_model_len() const;
+  // The most tokens (prompt + generated) one request can reach: max_model_len, or less when the
+  // whole KV cache holds fewer (the server's default max_tokens stops there).
+  int64_t max_sequence_tokens() const;
   const models::Model& model() const;
   const Tokenizer& tokenizer() const;
 

@@ -145,7 +145,13 @@ void set_max_tokens(std::optional<int64_t> max_tokens, const char* param, int64_
     }
     out.engine.stop.max_tokens = *max_tokens;
   } else {
-    out.engine.stop.max_tokens = std::min(fallback, room);
+    const int64_t cap = ctx.max_sequence_tokens > 0 ? ctx.max_sequence_tokens : ctx.max_model_len;
+    if (prompt >= cap) {
+      bad_request("messages", "the prompt is " + std::to_string(prompt) +
+                                  " tokens; the KV cache holds at most " + std::to_string(cap) +
+                                  " tokens for one request");
+    }
+    out.engine.stop.max_tokens = std::min(fallback, cap - prompt);
   }
 }
 

@@ -27,13 +27,14 @@ struct ParseContext {
   const Tokenizer& tokenizer;
   const ChatPrompter& prompter;
   int64_t max_model_len = 0;
+  int64_t max_sequence_tokens = 0;  // <= max_model_len: also bounded by the KV cache
 };
 
 // Shared by every API: temperature (upper bound given), top_p, top_k, min_p, penalties,
 // logit_bias, seed, stop strings and ids, ignore_eos, min_tokens, n.
 void parse_sampling(const Json& body, double max_temperature, GenerationRequest& out);
-// max_tokens when given (or `fallback` when not), at least 1, and prompt + max_tokens within
-// the context; sets out.engine.stop.max_tokens.
+// max_tokens when given (or `fallback` when not, clipped to what the context and the KV cache
+// leave), at least 1, and prompt + max_tokens within the context; sets out.engine.stop.max_tokens.
 void set_max_tokens(std::optional<int64_t> max_tokens, const char* param, int64_t fallback,
                     const ParseContext& ctx, GenerationRequest& out);
 

@@ -212,7 +212,8 @@ void HttpServer::generate(const httplib::Request& req, httplib::Response& res, i
     if (!authorized(req)) throw ApiError(401, "authentication_error", "invalid or missing API key");
     if (draining_) throw ApiError(503, "overloaded_error", "the server is shutting down");
     const Json body = parse_body(req.body);
-    const ParseContext ctx{engine_.tokenizer(), prompter_, engine_.max_model_len()};
+    const ParseContext ctx{engine_.tokenizer(), prompter_, engine_.max_model_len(),
+                           engine_.max_sequence_tokens()};
     request = std::make_shared<GenerationRequest>(api == Api::Chat ? parse_chat_request(body, ctx)
                                                   : api == Api::Completion
                                                       ? parse_completion_request(body, ctx)

@@ -13,7 +13,7 @@ using test::fixture_tokenizer;
 
 struct Fixture {
   ChatPrompter prompter{fixture_tokenizer()};
-  ParseContext ctx{fixture_tokenizer(), prompter, 1024};
+  ParseContext ctx{fixture_tokenizer(), prompter, 1024, 1024};
   GenerationRequest chat(const std::string& body) {
     return parse_chat_request(parse_body(body), ctx);
   }
@@ -37,6 +37,20 @@ TEST(ServerRequest, ChatRendersTheTemplateWithTextParts) {
   EXPECT_EQ(r.engine.stop.max_tokens, 1024 - static_cast<int64_t>(r.engine.prompt.size()));
   EXPECT_FALSE(r.stream);
   EXPECT_EQ(r.engine.n, 1);
+}
+
+TEST(ServerRequest, DefaultMaxTokensStopsAtTheKvCapacity) {
+  Fixture f;
+  f.ctx.max_sequence_tokens = 200;  // a KV cache smaller than the context
+  const auto r = f.chat(R"({"messages": [{"role": "user", "content": "x"}]})");
+  EXPECT_EQ(r.engine.stop.max_tokens, 200 - static_cast<int64_t>(r.engine.prompt.size()));
+  // An explicit max_tokens is the user's: the engine's validation judges it against the KV.
+  EXPECT_EQ(f.chat(R"({"messages": [{"role": "user", "content": "x"}], "max_tokens": 500})")
+                .engine.stop.max_tokens,
+            500);
+  f.ctx.max_sequence_tokens = 5;
+  test::expect_api_error([&] { f.chat(R"({"messages": [{"role": "user", "content": "x"}]})"); },
+                         400, "messages", "KV cache holds at most 5");
 }
 
 TEST(ServerRequest, ChatSamplingFields) {
