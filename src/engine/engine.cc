@@ -269,7 +269,6 @@ void Engine::Impl::run_step() {
   for (size_t r = 0; r < step.rows.size(); ++r) {
     if (plan.logits_count(static_cast<int>(r)) == 0) continue;
     auto* c = static_cast<Choice*>(step.seqs[r]->owner);
-    if (c->finished) continue;
     Active& a = *c->active;
     const float* row = logits.row<float>(plan.logits_begin(static_cast<int>(r)));
     std::vector<Choice*> targets = {c};
@@ -285,7 +284,7 @@ void Engine::Impl::run_step() {
     }
     const RequestId id = a.id;
     for (Choice* target : targets) {
-      if (active.count(id) == 0) break;  // a callback cancelled the request
+      if (active.count(id) == 0) break;  // every choice finished: the request is gone
       if (target->finished) continue;
       std::copy(row, row + vocab, scratch.begin());
       sample_choice(*target, scratch);
