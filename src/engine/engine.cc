@@ -97,7 +97,8 @@ struct Engine::Impl {
   std::vector<RequestId> cancels;
   bool stopping = false;
   bool draining = false;
-  size_t requests_in_flight = 0;  // submitted and not done (under mu)
+  size_t requests_in_flight = 0;  // submitted and not done as of the published stats (under mu)
+  size_t done_since_publish = 0;  // engine thread only
   EngineStats published;
   RequestId next_id = 1;
   std::mt19937_64 seeds{std::random_device{}()};
@@ -202,8 +203,7 @@ void Engine::Impl::finish_choice(Choice& c, const StopOutcome& outcome,
   ++counters.requests_finished_total;
   const RequestId id = a.id;
   active.erase(id);  // destroys `a` and `c`
-  std::lock_guard lock(mu);
-  --requests_in_flight;
+  ++done_since_publish;
 }
 
 void Engine::Impl::cancel_request(RequestId id, FinishReason reason, const std::string& error) {
@@ -269,7 +269,6 @@ void Engine::Impl::run_step() {
   for (size_t r = 0; r < step.rows.size(); ++r) {
     if (plan.logits_count(static_cast<int>(r)) == 0) continue;
     auto* c = static_cast<Choice*>(step.seqs[r]->owner);
-    if (c->finished) continue;
     Active& a = *c->active;
     const float* row = logits.row<float>(plan.logits_begin(static_cast<int>(r)));
     std::vector<Choice*> targets = {c};
@@ -285,7 +284,7 @@ void Engine::Impl::run_step() {
     }
     const RequestId id = a.id;
     for (Choice* target : targets) {
-      if (active.count(id) == 0) break;  // a callback cancelled the request
+      if (active.count(id) == 0) break;  // every choice finished: the request is gone
       if (target->finished) continue;
       std::copy(row, row + vocab, scratch.begin());
       sample_choice(*target, scratch);
@@ -297,8 +296,12 @@ void Engine::Impl::run_step() {
 void Engine::Impl::publish_stats() {
   kv::PagedKvCache& cache = runner.cache();
   EngineStats s = counters;
-  s.requests_waiting = static_cast<int64_t>(scheduler->num_waiting());
-  s.requests_running = static_cast<int64_t>(scheduler->num_running());
+  // A request runs while any of its choices holds a row; n choices count once.
+  for (const auto& [id, a] : active) {
+    const bool running = std::any_of(a->choices.begin(), a->choices.end(),
+                                     [](const auto& c) { return c->seq.running; });
+    ++(running ? s.requests_running : s.requests_waiting);
+  }
   s.kv_blocks_cached = prefix ? prefix->cached_only_blocks() : 0;
   s.kv_blocks_used = cache.used_blocks() - s.kv_blocks_cached;
   s.kv_blocks_free = 0;
@@ -309,6 +312,9 @@ void Engine::Impl::publish_stats() {
   }
   std::lock_guard lock(mu);
   published = s;
+  // drain() returns once in-flight reaches 0, so it does so together with the final stats.
+  requests_in_flight -= done_since_publish;
+  done_since_publish = 0;
   published.requests_waiting += static_cast<int64_t>(inbox.size());
 }
 

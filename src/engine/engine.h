@@ -130,7 +130,7 @@ class Engine {
   // Empty string if the request can run, else a clear message for a 400 (sampling ranges, empty
   // prompt, ids outside the vocab, prompt + max_tokens over max_model_len or over the whole KV).
   std::string validate(const Request& request) const;
-  // Queues a validated request; callbacks start on the engine thread. Throws ringlm::UserError
+  // Queues a validated request; callbacks start on the engine thread. Throws ringlm::Error
   // with validate()'s message if invalid.
   RequestId submit(Request request, RequestCallbacks callbacks);
   // Finishes the request with Cancelled and frees its KV before the next step. Unknown or

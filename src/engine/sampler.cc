@@ -91,19 +91,33 @@ std::vector<double> sampling_distribution(std::span<const float> processed,
     std::erase_if(order, [&](int32_t id) { return w[static_cast<size_t>(id)] == 0.0; });
   }
   if (params.top_p < 1.0f) {
-    std::sort(order.begin(), order.end(), by_weight);
     double total = 0;
     for (int32_t id : order) total += w[static_cast<size_t>(id)];
     const double limit = static_cast<double>(params.top_p) * total;
-    double before = 0;
-    for (int32_t id : order) {
-      double& v = w[static_cast<size_t>(id)];
-      if (before >= limit) {
-        before += v;
-        v = 0.0;
-      } else {
-        before += v;
+    // Only the most probable tokens need sorting: if the tokens of weight >= floor carry
+    // `limit`, every lighter token has at least that much mass before it and is dropped. The
+    // largest weight is 1; floor shrinks until the head is heavy enough.
+    std::vector<int32_t> head;
+    for (double floor = 1e-3;; floor = floor > 1e-12 ? floor * 1e-3 : 0.0) {
+      head.clear();
+      double mass = 0;
+      for (int32_t id : order) {
+        if (w[static_cast<size_t>(id)] >= floor) {
+          head.push_back(id);
+          mass += w[static_cast<size_t>(id)];
+        }
       }
+      if (mass >= limit || floor == 0.0) break;
+    }
+    std::sort(head.begin(), head.end(), by_weight);
+    std::vector<char> kept(w.size(), 0);
+    double before = 0;
+    for (int32_t id : head) {
+      kept[static_cast<size_t>(id)] = before < limit;
+      before += w[static_cast<size_t>(id)];
+    }
+    for (int32_t id : order) {
+      if (!kept[static_cast<size_t>(id)]) w[static_cast<size_t>(id)] = 0.0;
     }
   }
   const double sum = std::accumulate(w.begin(), w.end(), 0.0);

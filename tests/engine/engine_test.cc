@@ -97,8 +97,12 @@ TEST(Engine, GreedyEqualsGenerateGreedy) {
     EXPECT_EQ(collector.result(i).usage.prompt_tokens, static_cast<int64_t>(prompts[i].size()));
   }
   engine.drain();
-  EXPECT_EQ(engine.stats().kv_blocks_used, 0);
-  EXPECT_EQ(engine.stats().requests_finished_total, 4);
+  const EngineStats stats = engine.stats();
+  EXPECT_EQ(stats.kv_blocks_used, 0);
+  EXPECT_EQ(stats.requests_finished_total, 4);
+  EXPECT_EQ(stats.requests_running + stats.requests_waiting, 0);
+  EXPECT_EQ(stats.generation_tokens_total, 80);
+  EXPECT_EQ(stats.prefix_cache_queries, 4);
 }
 
 // The target requests run alone (a fresh engine each), then all together with other requests of
