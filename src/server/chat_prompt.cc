@@ -64,6 +64,8 @@ ChatPrompter::ChatPrompter(const Tokenizer& tokenizer) : tokenizer_(tokenizer) {
   if (source) {
     parsed_ = std::make_shared<const jinja::Template>(jinja::Template::parse(*source));
     tool_format_ = detect_tool_format(*source);
+    const int32_t id = tokenizer.token_to_id(tool_call_marker(tool_format_));
+    if (id >= 0 && tokenizer.is_special(id)) tool_marker_token_ = id;
   }
   const auto& c = tokenizer.config();
   if (c.bos_token) special_tokens_["bos_token"] = *c.bos_token;

@@ -25,6 +25,9 @@ class ChatPrompter {
 
   bool has_template() const { return parsed_ != nullptr; }
   ToolFormat tool_format() const { return tool_format_; }
+  // The tool-call marker's token id when the tokenizer has it as a special token (then the
+  // detokenized text lacks it: restore_tool_marker), else -1.
+  int32_t tool_marker_token() const { return tool_marker_token_; }
 
   // Validates and normalizes OpenAI messages; a 400 naming the bad message otherwise.
   static Json normalize_messages(const Json& messages);
@@ -41,6 +44,7 @@ class ChatPrompter {
   std::shared_ptr<const jinja::Template> parsed_;
   Json special_tokens_ = Json::object();
   ToolFormat tool_format_ = ToolFormat::None;
+  int32_t tool_marker_token_ = -1;
 };
 
 }  // namespace ringlm::server

@@ -247,6 +247,8 @@ void HttpServer::generate(const httplib::Request& req, httplib::Response& res, i
                                                     : random_id("msg_")),
                           unix_now(), config_.model_name};
   const ToolFormat tool_format = prompter_.tool_format();
+  const int32_t marker_id = request->parse_tools ? prompter_.tool_marker_token() : -1;
+  const std::string marker = tool_call_marker(tool_format);
   // The log line's detail (the logger runs on this thread once the response is written).
   auto describe = [session, request, api](const char* how) {
     const engine::Usage& u = session->usage();
@@ -275,7 +277,10 @@ void HttpServer::generate(const httplib::Request& req, httplib::Response& res, i
     while (!done) {
       events.clear();
       done = session->wait(kPollInterval * 20, events);
-      for (const auto& e : events) choices[static_cast<size_t>(e.choice)].add(e, request->logprobs);
+      for (auto& e : events) {
+        restore_tool_marker(e, marker_id, marker);
+        choices[static_cast<size_t>(e.choice)].add(e, request->logprobs);
+      }
     }
     describe("done");
     release();
@@ -313,7 +318,7 @@ void HttpServer::generate(const httplib::Request& req, httplib::Response& res, i
   res.set_header("X-Accel-Buffering", "no");
   res.set_chunked_content_provider(
       "text/event-stream",
-      [this, session, state, describe, cancel](size_t, httplib::DataSink& sink) {
+      [this, session, state, describe, cancel, marker_id, marker](size_t, httplib::DataSink& sink) {
         auto write = [&](const std::string& text) {
           if (text.empty() || sink.write(text.data(), text.size())) return true;
           cancel();  // the client is gone
@@ -328,7 +333,8 @@ void HttpServer::generate(const httplib::Request& req, httplib::Response& res, i
         while (true) {
           events.clear();
           const bool done = session->wait(kPollInterval, events);
-          for (const auto& e : events) {
+          for (auto& e : events) {
+            restore_tool_marker(e, marker_id, marker);
             if (!write(state->openai ? state->openai->on_event(e) : state->anthropic->on_event(e)))
               return false;
           }

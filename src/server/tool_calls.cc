@@ -207,6 +207,16 @@ const char* tool_call_marker(ToolFormat format) {
   return "";
 }
 
+void restore_tool_marker(engine::Event& event, int32_t marker_id, const std::string& marker) {
+  if (marker_id < 0 || marker.empty() || event.text.find(marker) != std::string::npos) return;
+  for (const auto& t : event.tokens) {
+    if (t.token == marker_id) {
+      event.text = marker + event.text;
+      return;
+    }
+  }
+}
+
 ParsedOutput parse_tool_calls(ToolFormat format, const std::string& text) {
   ParsedOutput out;
   out.content = text;

@@ -8,8 +8,11 @@
 // Output that does not parse as calls stays content: nothing the model wrote is lost.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
+
+#include "engine/engine.h"
 
 namespace ringlm::server {
 
@@ -20,6 +23,12 @@ ToolFormat detect_tool_format(const std::string& chat_template);
 const char* tool_format_name(ToolFormat format);
 // The text that starts tool calls in this format ("" for None). Llama 3 also starts with '{'.
 const char* tool_call_marker(ToolFormat format);
+
+// Mistral's [TOOL_CALLS] and Llama 3's <|python_tag|> are special tokens, which the engine's
+// detokenizer leaves out of the text. When an event carries the marker's token id and its text
+// lacks the marker, the marker is put back in front of the event's text (exact when the event
+// holds one token, as decode events do).
+void restore_tool_marker(engine::Event& event, int32_t marker_id, const std::string& marker);
 
 struct ToolCall {
   std::string id;  // call_... (9 alphanumerics for Mistral, which its templates require)

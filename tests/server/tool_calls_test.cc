@@ -143,6 +143,21 @@ TEST(ToolCalls, TextThatIsNotACallStaysContent) {
           .calls.empty());
 }
 
+TEST(ToolCalls, SpecialMarkerTokensArePutBack) {
+  engine::Event e;
+  e.text = "[{\"name\": \"f\", \"arguments\": {}}]";
+  e.tokens = {{7, -0.1f, {}}};
+  restore_tool_marker(e, 5, "[TOOL_CALLS]");  // another token: unchanged
+  EXPECT_EQ(e.text.rfind("[{", 0), 0u);
+  engine::Event m;
+  m.tokens = {{5, -0.1f, {}}};  // the marker token alone: its text was skipped
+  restore_tool_marker(m, 5, "[TOOL_CALLS]");
+  EXPECT_EQ(m.text, "[TOOL_CALLS]");
+  restore_tool_marker(m, 5, "[TOOL_CALLS]");  // already there: not twice
+  EXPECT_EQ(m.text, "[TOOL_CALLS]");
+  EXPECT_EQ(parse_tool_calls(ToolFormat::Mistral, m.text + e.text).calls.size(), 1u);
+}
+
 TEST(ToolCalls, StreamSplitterHoldsBackOnlyWhatMayStartACall) {
   ToolCallStreamSplitter s(ToolFormat::Hermes);
   std::string streamed;
