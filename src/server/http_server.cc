@@ -231,7 +231,8 @@ void HttpServer::generate(const httplib::Request& req, httplib::Response& res, i
       std::lock_guard<std::mutex> lock(inflight_mutex_);
       --inflight_;
       inflight_cv_.notify_all();
-      throw ApiError(draining_ ? 503 : 400, "invalid_request_error", e.what());
+      if (draining_) throw ApiError(503, "overloaded_error", e.what());
+      throw ApiError(400, "invalid_request_error", e.what());
     }
   } catch (const ApiError& e) {
     t_log.detail = std::string(api_name(api)) + " error: " + e.what();
@@ -240,6 +241,12 @@ void HttpServer::generate(const httplib::Request& req, httplib::Response& res, i
     // Tokenizer/template errors on the user's input.
     t_log.detail = std::string(api_name(api)) + " error: " + e.what();
     return send_error(res, req.path, ApiError(400, "invalid_request_error", e.what()));
+  } catch (const nlohmann::json::exception& e) {
+    // A nested field of the wrong JSON type that no check above named.
+    t_log.detail = std::string(api_name(api)) + " error: " + e.what();
+    return send_error(res, req.path,
+                      ApiError(400, "invalid_request_error",
+                               std::string("a request field has the wrong type: ") + e.what()));
   }
 
   const ResponseMeta meta{(api == Api::Chat         ? random_id("chatcmpl-")

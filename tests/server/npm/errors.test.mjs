@@ -25,6 +25,12 @@ test('malformed JSON and wrong field types are 400s', async () => {
               'temperature');
   openaiShape(await raw('/v1/completions', { body: { prompt: 5 } }), 400, 'prompt');
   openaiShape(await raw('/v1/chat/completions', { body: { messages, n: 'two' } }), 400, 'n');
+  // A nested field of the wrong type is a 400 too, not a 500.
+  const nested = await raw('/v1/messages', {
+    body: { max_tokens: 1, messages: [{ role: 'user', content: [{ type: 'tool_result', tool_use_id: 5 }] }] },
+  });
+  assert.equal(nested.status, 400, nested.text);
+  assert.equal(nested.json.type, 'error');
 });
 
 test('out-of-range sampling values are 400s through the client', async () => {
