@@ -1,14 +1,13 @@
 // `ringlm generate`: greedy generation from text (streamed back as text) or from token ids (one
 // line of ids per prompt; several prompts run as one continuously batched job). Sampling flags
 // (--temperature, --top-p, --top-k, --min-p, --seed, --n) run the text prompt through the Engine.
-#include <condition_variable>
 #include <cstdio>
-#include <mutex>
 #include <string>
 
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/common.h"
+#include "cli/engine_run.h"
 #include "cli/text_io.h"
 #include "engine/engine.h"
 #include "engine/runner.h"
@@ -28,8 +27,6 @@ double rate(int64_t count, double seconds) {
   return seconds > 0 ? static_cast<double>(count) / seconds : 0.0;
 }
 
-const char* const kSamplingFlags[] = {"temperature", "top-p", "top-k", "min-p", "seed", "n"};
-
 // The text prompt through the Engine with sampling; choice 0 streams, others print when done.
 int generate_sampled(const Args& args, const std::string& dir, models::Model& model) {
   RINGLM_USER_CHECK(args.has("prompt"), "sampling flags need --prompt TEXT");
@@ -40,36 +37,19 @@ int generate_sampled(const Args& args, const std::string& dir, models::Model& mo
   engine::Engine engine(model, tokenizer, config);
   engine::Request request;
   request.prompt = tokenizer.encode(args.str("prompt"));
-  request.sampling.temperature = static_cast<float>(args.number("temperature", 1.0));
-  request.sampling.top_p = static_cast<float>(args.number("top-p", 1.0));
-  request.sampling.top_k = static_cast<int>(args.integer("top-k", 0));
-  request.sampling.min_p = static_cast<float>(args.number("min-p", 0.0));
-  if (args.has("seed")) request.sampling.seed = static_cast<uint64_t>(args.integer("seed", 0));
+  request.sampling = sampling_params(args, 1.0f);
   request.stop.max_tokens = args.integer("max-tokens", 32);
   request.n = static_cast<int>(args.integer("n", 1));
   std::vector<std::string> texts(static_cast<size_t>(std::max(request.n, 1)));
-  std::mutex mu;
-  std::condition_variable cv;
-  bool done = false;
-  engine::Usage usage;
-  engine::RequestCallbacks callbacks;
-  callbacks.on_event = [&](const engine::Event& e) {
-    if (e.choice == 0) {
-      std::fputs(e.text.c_str(), stdout);
-      std::fflush(stdout);
-    } else {
-      texts[static_cast<size_t>(e.choice)] += e.text;
-    }
-  };
-  callbacks.on_done = [&](const engine::Usage& u) {
-    std::lock_guard lock(mu);
-    usage = u;
-    done = true;
-    cv.notify_all();
-  };
-  engine.submit(std::move(request), std::move(callbacks));
-  std::unique_lock lock(mu);
-  cv.wait(lock, [&] { return done; });
+  const engine::Usage usage =
+      run_to_completion(engine, std::move(request), [&](const engine::Event& e) {
+        if (e.choice == 0) {
+          std::fputs(e.text.c_str(), stdout);
+          std::fflush(stdout);
+        } else {
+          texts[static_cast<size_t>(e.choice)] += e.text;
+        }
+      });
   std::printf("\n");
   for (size_t c = 1; c < texts.size(); ++c) std::printf("%s\n", texts[c].c_str());
   std::fprintf(stderr, "prompt %lld tokens, generated %lld tokens\n",
@@ -90,7 +70,8 @@ int run_generate(int argc, char** argv) {
   RINGLM_USER_CHECK(args.has("prompt") != args.has("prompt-tokens"),
                     "give exactly one of --prompt TEXT and --prompt-tokens IDS");
   auto model = models::load_model(dir);
-  for (const char* flag : kSamplingFlags) {
+  if (args.has("n")) return generate_sampled(args, dir, *model);
+  for (const auto& flag : sampling_flags()) {
     if (args.has(flag)) return generate_sampled(args, dir, *model);
   }
   engine::Runner runner(*model, runner_config(args));

@@ -17,6 +17,7 @@ void usage() {
       "    [--temperature T --top-p P --top-k K --min-p M --seed S --n N] greedy, or sampled\n"
       "                                                                (text prompts)\n"
       "  chat --model DIR [--system TEXT] [--max-tokens N]             interactive chat (stdin)\n"
+      "    [--temperature T --top-p P --top-k K --min-p M --seed S]    (greedy by default)\n"
       "  tokenize --model DIR --text TEXT [--no-special]               print token ids\n"
       "  inspect DIR [--json]                                          describe a checkpoint\n"
       "  bench --model DIR [--prompt-len N] [--gen N] [--batch N]       prefill/decode speed\n"

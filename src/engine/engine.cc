@@ -371,8 +371,9 @@ std::string Engine::validate(const Request& r) const {
     if (id < 0 || id >= vocab)
       return msg("prompt token id ", id, " is outside the vocabulary [0, ", vocab, ")");
   }
-  if (r.n < 1 || r.n > impl_->config.max_batch)
-    return msg("n must be in [1, ", impl_->config.max_batch, "], got ", r.n);
+  // Choices are rows of the batch at once; the scheduler's order key keeps 16 bits for them.
+  const int max_n = std::min(impl_->config.max_batch, 0xFFFF);
+  if (r.n < 1 || r.n > max_n) return msg("n must be in [1, ", max_n, "], got ", r.n);
   if (!(s.temperature >= 0.0f) || !std::isfinite(s.temperature))
     return msg("temperature must be >= 0, got ", s.temperature);
   if (s.top_k < 0) return msg("top_k must be >= 0, got ", s.top_k);

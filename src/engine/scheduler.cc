@@ -73,10 +73,11 @@ int Scheduler::rows_in_use() const {
 }
 
 void Scheduler::preempt(SeqState* seq, ScheduledStep& step) {
-  if (seq->scheduled > 0) {
+  if (seq->scheduled > 0) {  // a row of this step already: take it out
     const auto at = std::find(step.seqs.begin(), step.seqs.end(), seq) - step.seqs.begin();
     step.seqs.erase(step.seqs.begin() + at);
     step.rows.erase(step.rows.begin() + at);
+    step.num_tokens -= seq->scheduled;
     seq->scheduled = 0;
   }
   release_kv(seq);
@@ -145,7 +146,7 @@ bool Scheduler::admit(SeqState* seq) {
 
 ScheduledStep Scheduler::schedule() {
   ScheduledStep step;
-  int64_t used = 0;
+  const int64_t budget = config_.max_step_tokens;
   const auto add_row = [&](SeqState* seq, int64_t take) {
     kv::RowRequest row;
     row.seq = seq->kv;
@@ -156,27 +157,27 @@ ScheduledStep Scheduler::schedule() {
     seq->scheduled = take;
     step.rows.push_back(std::move(row));
     step.seqs.push_back(seq);
-    used += take;
+    step.num_tokens += take;
   };
-  // 1. Decode rows, oldest first. A preempted victim is always newer than the row at hand, so it
-  // has no row in this step yet (or is the row itself).
+  // 1. Decode rows, oldest first.
   const std::vector<SeqState*> decoding = running_;
   for (SeqState* seq : decoding) {
     if (!seq->running || pending(seq) != 1) continue;
-    if (used == config_.max_step_tokens) break;
+    if (step.num_tokens == budget) break;
     if (append_or_preempt(seq, 1, step)) add_row(seq, 1);
   }
-  // 2. Prefill chunks of running sequences (their tokens are promised, so appends succeed).
+  // 2. Prefill chunks of running sequences. Their tokens were promised at admission, but a fork's
+  // or an adopted prefix's shared blocks can break promises (docs/kv-cache.md), so a failed
+  // append is handled like a decode row's.
   const std::vector<SeqState*> prefilling = running_;
   for (SeqState* seq : prefilling) {
     if (!seq->running || pending(seq) <= 1 || seq->scheduled > 0) continue;
-    const int64_t take = std::min(pending(seq), config_.max_step_tokens - used);
+    const int64_t take = std::min(pending(seq), budget - step.num_tokens);
     if (take == 0) break;
-    RINGLM_CHECK(cache_.append(seq->kv, take), "KV append within the reservation failed");
-    add_row(seq, take);
+    if (append_or_preempt(seq, take, step)) add_row(seq, take);
   }
   // 3. Admission, first come first served; none in a step that had to preempt.
-  while (step.preempted.empty() && !waiting_.empty() && used < config_.max_step_tokens) {
+  while (step.preempted.empty() && !waiting_.empty() && step.num_tokens < budget) {
     SeqState* seq = waiting_.front();
     if (rows_in_use() + seq->rows > config_.max_batch && !running_.empty()) break;
     if (!admit(seq)) {
@@ -189,9 +190,8 @@ ScheduledStep Scheduler::schedule() {
     waiting_.pop_front();
     seq->running = true;
     running_.insert(std::upper_bound(running_.begin(), running_.end(), seq, by_order), seq);
-    const int64_t take = std::min(pending(seq), config_.max_step_tokens - used);
-    RINGLM_CHECK(cache_.append(seq->kv, take), "KV append within the reservation failed");
-    add_row(seq, take);
+    const int64_t take = std::min(pending(seq), budget - step.num_tokens);
+    if (append_or_preempt(seq, take, step)) add_row(seq, take);
   }
   return step;
 }

@@ -3,10 +3,12 @@
 // its tokens are the prompt plus what was generated so far; `computed` of them have their K/V in
 // the cache. Every step gives each running sequence the next chunk of its uncomputed tokens:
 //   1. decode rows first (one uncomputed token), oldest first; when an append finds no block,
-//      the newest running sequence is preempted (its KV released, requeued at the front of the
-//      waiting queue to recompute prompt + generated) until the append fits or the row itself
+//      unused prefix-cache blocks are evicted, then the newest running sequence is preempted (its
+//      KV released, requeued at the front of the waiting queue to recompute prompt + generated;
+//      a row it already had in this step is taken out) until the append fits or the row itself
 //      was the newest;
-//   2. then prefill chunks of running sequences, oldest first, filling the step's token budget;
+//   2. then prefill chunks of running sequences, oldest first, filling the step's token budget
+//      (appends that fail are handled the same way);
 //   3. then admission, first come first served: the head of the queue joins when a row is free
 //      and the pools can promise its tokens plus the first generated one (reserve); otherwise
 //      it waits (and so does everyone behind it).
@@ -48,6 +50,7 @@ struct ScheduledStep {
   std::vector<SeqState*> seqs;       // per row
   std::vector<SeqState*> preempted;  // during this schedule (requeued, KV released)
   std::vector<SeqState*> failed;     // can never fit the KV, even alone: the caller ends them
+  int64_t num_tokens = 0;            // all rows' tokens
   bool empty() const { return rows.empty(); }
 };
 

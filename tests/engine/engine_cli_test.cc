@@ -3,7 +3,10 @@
 #include <gtest/gtest.h>
 
 #include "cli/cli_util.h"
+#include "cli/text_io.h"
+#include "engine/runner.h"
 #include "models/golden_util.h"
+#include "tokenizer/tokenizer.h"
 
 namespace ringlm {
 namespace {
@@ -30,6 +33,33 @@ TEST(GenerateCli, SeedReproducesSampledText) {
   const std::string three = generate("--temperature 1.2 --seed 7 --n 3");
   EXPECT_EQ(three.substr(0, a.size()), a);
   EXPECT_EQ(testing::lines(three).size(), testing::lines(a).size() + 2);
+}
+
+// Two turns of `ringlm chat` (the Engine, greedy, the second turn from the prefix cache) against
+// generate_greedy on the rendered conversation.
+TEST(ChatCli, TwoTurnsEqualGreedyOnTheRenderedConversation) {
+  const std::string dir = testing::fixture_model_dir("llama3");
+  const Tokenizer tokenizer = Tokenizer::load(dir);
+  auto model = models::load_model(dir);
+  nlohmann::ordered_json messages = nlohmann::ordered_json::array();
+  std::string want = "> ";
+  for (const char* line : {"Hello there", "And again"}) {
+    messages.push_back({{"role", "user"}, {"content", line}});
+    const auto prompt = cli::encode_chat(tokenizer, messages, nlohmann::ordered_json::object());
+    engine::Runner runner(*model, engine::RunnerConfig{});
+    engine::GreedyOptions options;
+    options.max_new_tokens = 12;
+    options.stop_token_ids = cli::stop_tokens(dir, tokenizer);
+    const auto result = engine::generate_greedy(runner, {prompt}, options);
+    const std::string answer = tokenizer.decode(result.tokens[0], /*skip_special_tokens=*/true);
+    want += answer + "\n> ";
+    messages.push_back({{"role", "assistant"}, {"content", answer}});
+  }
+  want += "\n";
+  const auto out = run("chat --model " + dir + " --max-tokens 12", "Hello there\nAnd again\n",
+                       /*stdout_only=*/true);
+  ASSERT_EQ(out.exit_code, 0) << out.output;
+  EXPECT_EQ(out.output, want);
 }
 
 TEST(GenerateCli, BadSamplingValuesAreClearErrors) {

@@ -48,6 +48,14 @@ Request sampled_request(std::vector<int32_t> prompt, uint64_t seed, int64_t max_
   return r;
 }
 
+// KV memory for about `blocks` blocks in each pool of the model's cache.
+size_t kv_bytes_for_blocks(models::Model& model, int blocks) {
+  Runner runner(model, small_config().runner);
+  size_t bytes = 0;
+  for (int g = 0; g < runner.cache().num_groups(); ++g) bytes += runner.cache().bytes_per_block(g);
+  return bytes * static_cast<size_t>(blocks);
+}
+
 void expect_same_choice(const testing::ChoiceResult& a, const testing::ChoiceResult& b,
                         const std::string& what) {
   ASSERT_EQ(a.tokens.size(), b.tokens.size()) << what;
@@ -141,14 +149,7 @@ TEST_P(EngineInvariance, RequestsAreIdenticalAloneAndInABusyEngine) {
   busy.max_batch = 5;
   busy.runner.max_sequences = 4;
   // A few blocks per pool: far fewer than the requests need together.
-  const auto per_block = [&] {
-    Runner runner(*model, small_config().runner);
-    size_t bytes = 0;
-    for (int g = 0; g < runner.cache().num_groups(); ++g)
-      bytes += runner.cache().bytes_per_block(g);
-    return bytes;
-  }();
-  busy.runner.kv_memory_bytes = per_block * static_cast<size_t>(std::get<1>(GetParam()));
+  busy.runner.kv_memory_bytes = kv_bytes_for_blocks(*model, std::get<1>(GetParam()));
   Engine engine(*model, fixture_tokenizer(), busy);
   Collector collector(engine);
   for (const auto& r : requests) collector.submit(r);
@@ -245,6 +246,55 @@ TEST(Engine, DestructionEndsEveryRequest) {
     }
   }
   EXPECT_GT(cancelled, 0);
+}
+
+// Random requests (lengths, n, sampling, stops) with random cancels from callbacks in a scarce
+// engine: every request ends exactly once, no event follows a choice's last one, counts respect
+// max_tokens, and no KV block is left outside the prefix cache.
+TEST(Engine, RandomTrafficWithCancelsEndsCleanly) {
+  for (const char* name : {"llama3", "gemma3"}) {
+    auto model = models::load_model(fixture_model_dir(name));
+    std::mt19937 rng(42);
+    EngineConfig c = small_config();
+    c.runner.max_step_tokens = 20;
+    c.max_batch = 6;
+    c.runner.max_sequences = 3;
+    c.runner.kv_memory_bytes = kv_bytes_for_blocks(*model, 14);
+    Engine engine(*model, fixture_tokenizer(), c);
+    Collector collector(engine);
+    std::vector<Request> requests;
+    for (int i = 0; i < 40; ++i) {
+      Request r =
+          sampled_request(random_prompt(rng, 1 + rng() % 70), rng(),
+                          static_cast<int64_t>(1 + rng() % 40), 1 + static_cast<int>(rng() % 3));
+      r.stop.ignore_eos = rng() % 2 == 0;
+      if (rng() % 4 == 0) r.stop.stop_strings = {"e", "th"};
+      if (rng() % 3 == 0) r.sampling.temperature = 0.0f;
+      ASSERT_EQ(engine.validate(r), "") << name << " request " << i;
+      const int cancel_after = rng() % 3 == 0 ? static_cast<int>(rng() % 10) : -1;
+      auto seen = std::make_shared<std::atomic<int>>(0);
+      collector.submit(r, [&engine, cancel_after, seen](RequestId id, const Event&) {
+        if (++*seen == cancel_after) engine.cancel(id);
+      });
+      requests.push_back(std::move(r));
+    }
+    collector.wait_all();
+    int cancelled = 0;
+    for (size_t i = 0; i < requests.size(); ++i) {
+      const auto& got = collector.result(i);
+      for (const auto& ch : got.choices) {
+        cancelled += ch.finish == FinishReason::Cancelled;
+        EXPECT_NE(ch.finish, FinishReason::None) << name << " request " << i;
+        EXPECT_NE(ch.finish, FinishReason::Error) << ch.error;
+        EXPECT_EQ(ch.events_after_finish, 0);
+        EXPECT_LE(static_cast<int64_t>(ch.tokens.size()), requests[i].stop.max_tokens);
+      }
+    }
+    engine.drain();
+    EXPECT_EQ(engine.stats().kv_blocks_used, 0) << name;
+    EXPECT_GT(engine.stats().preemptions_total, 0) << name;
+    EXPECT_GT(cancelled, 0) << name;
+  }
 }
 
 TEST(Engine, StopStringsEndTheTextAndAreNotEmitted) {
