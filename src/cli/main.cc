@@ -11,9 +11,13 @@ namespace {
 void usage() {
   std::fputs(
       "usage: ringlm <command> [flags]\n"
+      "  serve MODEL_DIR [--host H] [--port N] [--api-key K] [...]       OpenAI/Anthropic HTTP "
+      "server\n"
       "  generate --model DIR (--prompt TEXT | --prompt-tokens 1,2,3[;4,5]) [--max-tokens N]\n"
-      "                                                                greedy generation\n"
+      "    [--temperature T --top-p P --top-k K --min-p M --seed S --n N] greedy, or sampled\n"
+      "                                                                (text prompts)\n"
       "  chat --model DIR [--system TEXT] [--max-tokens N]             interactive chat (stdin)\n"
+      "    [--temperature T --top-p P --top-k K --min-p M --seed S]    (greedy by default)\n"
       "  tokenize --model DIR --text TEXT [--no-special]               print token ids\n"
       "  inspect DIR [--json]                                          describe a checkpoint\n"
       "  bench --model DIR [--prompt-len N] [--gen N] [--batch N]       prefill/decode speed\n"
@@ -32,6 +36,7 @@ int main(int argc, char** argv) {
   }
   const char* command = argv[1];
   try {
+    if (std::strcmp(command, "serve") == 0) return ringlm::cli::run_serve(argc - 2, argv + 2);
     if (std::strcmp(command, "generate") == 0) return ringlm::cli::run_generate(argc - 2, argv + 2);
     if (std::strcmp(command, "chat") == 0) return ringlm::cli::run_chat(argc - 2, argv + 2);
     if (std::strcmp(command, "tokenize") == 0) return ringlm::cli::run_tokenize(argc - 2, argv + 2);

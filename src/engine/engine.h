@@ -54,6 +54,8 @@ struct Request {
 enum class FinishReason { None, Stop, Length, Cancelled, Error };
 const char* finish_reason_name(FinishReason reason);  // "stop", "length", "cancelled", "error"
 
+constexpr int kMaxLogprobs = 20;  // SamplingParams::logprobs at most (OpenAI's top_logprobs)
+
 struct TokenLogprob {
   int32_t token = 0;
   float logprob = 0.0f;
@@ -98,6 +100,9 @@ struct EngineConfig {
   int64_t max_model_len = 0;      // 0 = the model's max_position_embeddings
   size_t prompt_cache_bytes = 0;  // prefix cache cap; 0 = whatever KV is free
   bool enable_prefix_cache = true;
+  // End-of-sequence ids besides config.json's eos_token_id and the tokenizer's eos token
+  // (e.g. generation_config.json's: io::stop_token_ids).
+  std::vector<int32_t> eos_token_ids;
 };
 
 struct EngineStats {
@@ -125,7 +130,7 @@ class Engine {
   // Empty string if the request can run, else a clear message for a 400 (sampling ranges, empty
   // prompt, ids outside the vocab, prompt + max_tokens over max_model_len or over the whole KV).
   std::string validate(const Request& request) const;
-  // Queues a validated request; callbacks start on the engine thread. Throws ringlm::UserError
+  // Queues a validated request; callbacks start on the engine thread. Throws ringlm::Error
   // with validate()'s message if invalid.
   RequestId submit(Request request, RequestCallbacks callbacks);
   // Finishes the request with Cancelled and frees its KV before the next step. Unknown or
@@ -136,6 +141,9 @@ class Engine {
 
   EngineStats stats() const;
   int64_t max_model_len() const;
+  // The most tokens (prompt + generated) one request can reach: max_model_len, or less when the
+  // whole KV cache holds fewer (the server's default max_tokens stops there).
+  int64_t max_sequence_tokens() const;
   const models::Model& model() const;
   const Tokenizer& tokenizer() const;
 

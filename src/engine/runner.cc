@@ -4,6 +4,7 @@
 #include <chrono>
 #include <deque>
 
+#include "engine/scheduler.h"
 #include "ops/ops.h"
 #ifdef RINGLM_HAS_CUDA
 #include "backends/cuda/plan_upload.h"
@@ -121,106 +122,55 @@ std::vector<int32_t> Runner::step_argmax(kv::StepPlan& plan) {
   return ids;
 }
 
-namespace {
-
-struct ActiveRow {
-  size_t prompt_index = 0;
-  kv::SequenceId seq = 0;
-  int64_t prefilled = 0;  // prompt tokens already in the KV
-  int64_t position = 0;   // tokens in the KV
-  int32_t next_token = -1;
-};
-
-}  // namespace
-
 GreedyResult generate_greedy(Runner& runner, const std::vector<std::vector<int32_t>>& prompts,
                              const GreedyOptions& options) {
   RINGLM_USER_CHECK(options.max_new_tokens >= 1, "max_new_tokens must be at least 1");
   GreedyResult result;
   result.tokens.resize(prompts.size());
-  auto& cache = runner.cache();
   const int64_t budget = runner.config().max_step_tokens;
-  std::deque<size_t> waiting;
+  Scheduler scheduler(runner.cache(),
+                      {budget, static_cast<int>(std::min<int64_t>(options.max_rows, budget))});
+  std::vector<SeqState> seqs(prompts.size());
   for (size_t i = 0; i < prompts.size(); ++i) {
     RINGLM_USER_CHECK(!prompts[i].empty(), "prompt ", i, " is empty");
-    waiting.push_back(i);
-    result.prompt_tokens += static_cast<int64_t>(prompts[i].size());
+    seqs[i].order = i;
+    seqs[i].tokens = prompts[i];
+    seqs[i].prompt_len = static_cast<int64_t>(prompts[i].size());
+    scheduler.enqueue(&seqs[i]);
+    result.prompt_tokens += seqs[i].prompt_len;
   }
-  std::vector<ActiveRow> active;
-  while (!waiting.empty() || !active.empty()) {
-    // Admit prompts whose whole prompt + generation the KV pools can promise (a sliding group
-    // promises only its window's blocks, however long the request).
-    while (!waiting.empty() && static_cast<int>(active.size()) < options.max_rows) {
-      const auto& prompt = prompts[waiting.front()];
-      const int64_t need = static_cast<int64_t>(prompt.size()) + options.max_new_tokens;
-      const kv::SequenceId seq = cache.add_sequence();
-      if (!cache.reserve(seq, need)) {
-        const int64_t most = cache.tokens_available(seq);
-        cache.release(seq);
-        RINGLM_USER_CHECK(!active.empty(), "prompt ", waiting.front(), " needs ", need,
-                          " tokens of KV but the cache can hold at most ", most);
-        break;
-      }
-      active.push_back({waiting.front(), seq, 0, 0, -1});
-      waiting.pop_front();
+  while (!scheduler.idle()) {
+    const ScheduledStep step = scheduler.schedule();
+    if (!step.failed.empty()) {
+      const size_t i = step.failed.front()->order;
+      RINGLM_USER_CHECK(false, "prompt ", i, " needs ",
+                        static_cast<int64_t>(prompts[i].size()) + options.max_new_tokens,
+                        " tokens of KV but the cache cannot hold them");
     }
-    // Decode rows first, then prefill chunks under the token budget.
-    std::vector<kv::RowRequest> rows;
-    std::vector<size_t> row_of;
-    int64_t used = 0;
-    bool has_prefill = false;
-    for (size_t a = 0; a < active.size(); ++a) {
-      if (active[a].next_token < 0) continue;
-      rows.push_back({active[a].seq, {active[a].next_token}, active[a].position, false, true});
-      row_of.push_back(a);
-      ++used;
-    }
-    for (size_t a = 0; a < active.size() && used < budget; ++a) {
-      ActiveRow& row = active[a];
-      if (row.next_token >= 0) continue;
-      const auto& prompt = prompts[row.prompt_index];
-      const int64_t left = static_cast<int64_t>(prompt.size()) - row.prefilled;
-      const int64_t take = std::min(left, budget - used);
-      kv::RowRequest req{row.seq, {}, row.position, false, take == left};
-      req.tokens.assign(prompt.begin() + row.prefilled, prompt.begin() + row.prefilled + take);
-      rows.push_back(std::move(req));
-      row_of.push_back(a);
-      used += take;
-      has_prefill = true;
-    }
+    if (step.empty()) continue;
     const auto start = std::chrono::steady_clock::now();
-    for (const auto& row : rows) {
-      RINGLM_CHECK(cache.append(row.seq, static_cast<int64_t>(row.tokens.size())),
-                   "KV append beyond the reservation of sequence ", row.seq);
-    }
-    kv::StepPlan plan(rows, cache);
+    kv::StepPlan plan(step.rows, runner.cache());
     const std::vector<int32_t> next = runner.step_argmax(plan);
+    scheduler.complete(step);
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    bool has_prefill = false;
+    for (const auto& row : step.rows) has_prefill |= row.tokens.size() > 1 || !row.want_logits;
     (has_prefill ? result.prefill_seconds : result.decode_seconds) += seconds;
     ++result.steps;
-    // Advance rows; finished rows leave and free their KV at once.
-    for (size_t r = 0; r < rows.size(); ++r) {
-      ActiveRow& row = active[row_of[r]];
-      const int64_t n = static_cast<int64_t>(rows[r].tokens.size());
-      row.position += n;
-      if (row.next_token < 0) row.prefilled += n;
+    // Finished rows leave and free their KV at once.
+    for (size_t r = 0; r < step.rows.size(); ++r) {
       if (plan.logits_count(static_cast<int>(r)) == 0) continue;
+      SeqState* seq = step.seqs[r];
       const int32_t token = next[static_cast<size_t>(plan.logits_begin(static_cast<int>(r)))];
-      auto& out = result.tokens[row.prompt_index];
+      auto& out = result.tokens[seq->order];
       out.push_back(token);
+      seq->tokens.push_back(token);
       ++result.generated_tokens;
-      if (options.on_token) options.on_token(row.prompt_index, token);
-      row.next_token = token;
+      if (options.on_token) options.on_token(seq->order, token);
       const bool stop = std::find(options.stop_token_ids.begin(), options.stop_token_ids.end(),
                                   token) != options.stop_token_ids.end();
-      if (stop || static_cast<int64_t>(out.size()) >= options.max_new_tokens) row.next_token = -2;
-    }
-    for (size_t a = active.size(); a-- > 0;) {
-      if (active[a].next_token == -2) {
-        cache.release(active[a].seq);
-        active.erase(active.begin() + static_cast<int64_t>(a));
-      }
+      if (stop || static_cast<int64_t>(out.size()) >= options.max_new_tokens) scheduler.remove(seq);
     }
   }
   return result;

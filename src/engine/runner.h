@@ -1,7 +1,8 @@
 // Runner: owns the per-step resources of one model (KV cache, activation arena, logits buffer) on
 // the model's device and runs steps of many rows. generate_greedy drives one or more prompts to
-// completion through it, with chunked prefill and rows that join as soon as there is room and leave
-// when they finish.
+// completion through it with the engine's Scheduler (scheduler.h: chunked prefill, rows that join
+// as soon as there is room and leave when they finish, preemption) and argmax; the Engine
+// (engine.h) adds sampling, stops, text and the prefix cache.
 #pragma once
 
 #include <cstdint>
@@ -94,7 +95,8 @@ struct GreedyResult {
 };
 
 // Greedy decoding of every prompt. Rows join while KV and row slots allow, prefill in chunks of
-// at most config.max_step_tokens tokens per step (mixed with decode rows), and leave when done.
+// at most config.max_step_tokens tokens per step (mixed with decode rows), and leave when done;
+// when the KV runs out the newest row is preempted and recomputed later (same tokens).
 GreedyResult generate_greedy(Runner& runner, const std::vector<std::vector<int32_t>>& prompts,
                              const GreedyOptions& options);
 

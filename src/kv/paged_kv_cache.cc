@@ -416,6 +416,61 @@ SequenceId PagedKvCache::fork(SequenceId seq) {
   return id;
 }
 
+void PagedKvCache::retain_block(int g, int32_t block) {
+  RINGLM_CHECK(g >= 0 && g < num_groups() && is_storage(g), "group ", g, " has no pool");
+  storage_[static_cast<size_t>(g)].pool->incref(block);
+}
+
+void PagedKvCache::release_block(int g, int32_t block) {
+  RINGLM_CHECK(g >= 0 && g < num_groups() && is_storage(g), "group ", g, " has no pool");
+  storage_[static_cast<size_t>(g)].pool->decref(block);
+}
+
+int64_t PagedKvCache::needed_blocks_begin(int g, int64_t length) const {
+  if (!is_storage(g) || cap_blocks(g) == kUnlimitedTokens) return 0;
+  const int64_t sink_blocks = ceil_div(group(g).sink_tokens, config_.block_tokens);
+  return std::max(sink_blocks, first_needed_block(g, length));
+}
+
+SequenceId PagedKvCache::adopt(const std::vector<std::vector<int32_t>>& tables, int64_t length) {
+  const int64_t bt = config_.block_tokens;
+  RINGLM_CHECK(length >= 0 && length % bt == 0, "adopt of ", length,
+               " tokens: not a whole number of blocks");
+  RINGLM_CHECK(static_cast<int>(tables.size()) == num_groups(), "adopt with ", tables.size(),
+               " tables for ", num_groups(), " groups");
+  const int64_t blocks = length / bt;
+  for (int g = 0; g < num_groups(); ++g) {
+    const auto& table = tables[static_cast<size_t>(g)];
+    if (!is_storage(g)) {
+      RINGLM_CHECK(table.empty(), "adopt: shared group ", g, " given a table");
+      continue;
+    }
+    RINGLM_CHECK(static_cast<int64_t>(table.size()) == blocks, "adopt: group ", g, " table of ",
+                 table.size(), " blocks for ", length, " tokens");
+    const int64_t sink_blocks = ceil_div(group(g).sink_tokens, bt);
+    const int64_t begin = needed_blocks_begin(g, length);
+    const BlockPool& p = *storage_[static_cast<size_t>(g)].pool;
+    for (int64_t b = 0; b < blocks; ++b) {
+      const int32_t id = table[static_cast<size_t>(b)];
+      const bool may_be_null = b >= sink_blocks && b < begin;
+      RINGLM_CHECK((may_be_null && id == 0) || (id > 0 && p.refcount(id) > 0), "adopt: group ", g,
+                   " block ", b, " is ", id, ", not a live block");
+    }
+  }
+  const SequenceId id = add_sequence();
+  Sequence& s = seq_ref(id);
+  for (int g = 0; g < num_groups(); ++g) {
+    if (!is_storage(g)) continue;
+    s.tables[static_cast<size_t>(g)] = tables[static_cast<size_t>(g)];
+    for (int32_t b : s.tables[static_cast<size_t>(g)]) {
+      if (b != 0) storage_[static_cast<size_t>(g)].pool->incref(b);
+    }
+  }
+  s.length = length;
+  s.reserved = length;
+  return id;
+}
+
 void PagedKvCache::release(SequenceId seq) {
   auto it = seqs_.find(seq);
   if (it == seqs_.end()) return;

@@ -132,6 +132,19 @@ class PagedKvCache {
   void release(SequenceId seq);
   std::vector<SequenceId> sequences() const;
 
+  // ---- Blocks held outside sequences (the engine's prefix cache) ----
+  // One more / one less reference to a live block of storage group g.
+  void retain_block(int g, int32_t block);
+  void release_block(int g, int32_t block);
+  // First logical block a sequence of `length` tokens still holds in group g past its sink blocks
+  // (0 for full groups): the blocks of a sliding group below it were released.
+  int64_t needed_blocks_begin(int g, int64_t length) const;
+  // A new sequence of `length` tokens (a whole number of blocks) made of existing blocks, each of
+  // which gets a reference: per group, ceil(length / block_tokens) entries (shared groups: an
+  // empty table). Every entry must be a live block, except, in sliding groups, entries past the
+  // sinks and below needed_blocks_begin, which may be 0. The sequence is promised its length.
+  SequenceId adopt(const std::vector<std::vector<int32_t>>& tables, int64_t length);
+
   // Block table of the sequence in group g (a shared group reads its donor's).
   const std::vector<int32_t>& block_table(SequenceId seq, int g) const;
   // Slot (block · block_tokens + offset) of position pos in group g; the block must be held.

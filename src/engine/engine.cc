@@ -1,0 +1,471 @@
+// Engine: the request bookkeeping and the step loop on its own thread. Scheduling lives in
+// scheduler.cc, sampling in sampler.cc, stop conditions and text in stop.cc, the prefix cache in
+// prefix_cache.cc.
+#include "engine/engine.h"
+
+#include <algorithm>
+#include <cmath>
+#include <condition_variable>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <random>
+#include <thread>
+
+#include "core/log.h"
+#include "engine/prefix_cache.h"
+#include "engine/sampler.h"
+#include "engine/scheduler.h"
+#include "engine/stop.h"
+
+namespace ringlm::engine {
+
+const char* finish_reason_name(FinishReason reason) {
+  switch (reason) {
+    case FinishReason::None:
+      return "none";
+    case FinishReason::Stop:
+      return "stop";
+    case FinishReason::Length:
+      return "length";
+    case FinishReason::Cancelled:
+      return "cancelled";
+    case FinishReason::Error:
+      return "error";
+  }
+  return "unknown";
+}
+
+namespace {
+
+struct Active;
+
+struct Choice {
+  Choice(Active* a, int i, StopChecker s) : active(a), index(i), stop(std::move(s)) {}
+  Active* active;
+  int index;
+  SeqState seq;
+  StopChecker stop;
+  TokenHistory history;
+  bool finished = false;
+  int64_t generated() const { return static_cast<int64_t>(seq.tokens.size()) - seq.prompt_len; }
+};
+
+struct Active {
+  RequestId id = 0;
+  Request request;
+  RequestCallbacks callbacks;
+  uint64_t seed = 0;
+  std::vector<std::unique_ptr<Choice>> choices;
+  int unfinished = 0;
+  bool forked = false;  // the prompt's prefill completed (choices exist as sequences)
+  Usage usage;
+};
+
+}  // namespace
+
+struct Engine::Impl {
+  Impl(models::Model& m, const Tokenizer& t, const EngineConfig& c);
+  ~Impl();
+
+  void loop();
+  void run_step();
+  void admit_new(std::unique_ptr<Active> active);
+  void sample_choice(Choice& choice, std::span<float> logits);
+  void emit(Active& active, const Event& event);
+  void finish_choice(Choice& choice, const StopOutcome& outcome, std::vector<TokenInfo> tokens);
+  void cancel_request(RequestId id, FinishReason reason, const std::string& error);
+  void publish_stats();
+
+  models::Model& model;
+  const Tokenizer& tokenizer;
+  EngineConfig config;
+  Runner runner;
+  std::unique_ptr<PrefixCache> prefix;
+  std::unique_ptr<Scheduler> scheduler;
+  std::vector<int32_t> eos_ids;
+  int64_t max_model_len = 0;
+  int64_t kv_capacity_tokens = 0;  // the most tokens one sequence can hold in an empty cache
+  std::vector<float> scratch;
+  std::map<RequestId, std::unique_ptr<Active>> active;  // engine thread only
+  EngineStats counters;                                 // engine thread only
+
+  mutable std::mutex mu;
+  std::condition_variable wake;     // the loop waits for work
+  std::condition_variable drained;  // drain() waits for no work
+  std::deque<std::unique_ptr<Active>> inbox;
+  std::vector<RequestId> cancels;
+  bool stopping = false;
+  bool draining = false;
+  size_t requests_in_flight = 0;  // submitted and not done as of the published stats (under mu)
+  size_t done_since_publish = 0;  // engine thread only
+  EngineStats published;
+  RequestId next_id = 1;
+  std::mt19937_64 seeds{std::random_device{}()};
+  std::thread thread;
+};
+
+Engine::Impl::Impl(models::Model& m, const Tokenizer& t, const EngineConfig& c)
+    : model(m), tokenizer(t), config(c), runner(m, c.runner) {
+  RINGLM_USER_CHECK(config.max_batch >= 1, "max_batch must be at least 1");
+  config.max_batch =
+      static_cast<int>(std::min<int64_t>(config.max_batch, c.runner.max_step_tokens));
+  kv::PagedKvCache& cache = runner.cache();
+  if (config.enable_prefix_cache) {
+    PrefixCacheConfig pc;
+    pc.max_bytes = config.prompt_cache_bytes;
+    prefix = std::make_unique<PrefixCache>(cache, pc);
+  }
+  scheduler = std::make_unique<Scheduler>(
+      cache, SchedulerConfig{c.runner.max_step_tokens, config.max_batch}, prefix.get());
+  for (int64_t id : model.config().eos_token_ids) eos_ids.push_back(static_cast<int32_t>(id));
+  eos_ids.insert(eos_ids.end(), config.eos_token_ids.begin(), config.eos_token_ids.end());
+  if (tokenizer.eos_id() >= 0) eos_ids.push_back(tokenizer.eos_id());
+  max_model_len =
+      config.max_model_len > 0 ? config.max_model_len : model.config().max_position_embeddings;
+  if (max_model_len <= 0) max_model_len = kv::kUnlimitedTokens;
+  kv_capacity_tokens = kv::kUnlimitedTokens;
+  for (int g = 0; g < cache.num_groups(); ++g) {
+    if (cache.table_group(g) != g) continue;
+    const int64_t blocks = cache.num_blocks(g) - 1;
+    if (cache.cap_blocks(g) <= blocks) continue;  // a sliding group: any length fits
+    kv_capacity_tokens = std::min(kv_capacity_tokens, blocks * cache.block_tokens());
+  }
+  scratch.resize(static_cast<size_t>(model.vocab_size()));
+  publish_stats();
+  thread = std::thread([this] { loop(); });
+}
+
+Engine::Impl::~Impl() {
+  {
+    std::lock_guard lock(mu);
+    stopping = true;
+  }
+  wake.notify_all();
+  if (thread.joinable()) thread.join();
+}
+
+void Engine::Impl::emit(Active& a, const Event& event) {
+  if (!a.callbacks.on_event) return;
+  try {
+    a.callbacks.on_event(event);
+  } catch (const std::exception& e) {
+    RINGLM_LOG(Warn, "engine: on_event of request ", a.id, " threw: ", e.what());
+  }
+}
+
+void Engine::Impl::admit_new(std::unique_ptr<Active> a) {
+  const Request& r = a->request;
+  for (int i = 0; i < r.n; ++i) {
+    auto choice = std::make_unique<Choice>(a.get(), i, StopChecker(tokenizer, r.stop, eos_ids));
+    choice->seq.order = (a->id << 16) | static_cast<uint64_t>(i);
+    choice->seq.prompt_len = static_cast<int64_t>(r.prompt.size());
+    choice->seq.owner = choice.get();
+    const bool penalties = r.sampling.repetition_penalty != 1.0f ||
+                           r.sampling.presence_penalty != 0.0f ||
+                           r.sampling.frequency_penalty != 0.0f;
+    if (penalties) choice->history = TokenHistory(r.prompt);
+    a->choices.push_back(std::move(choice));
+  }
+  a->unfinished = r.n;
+  a->usage.prompt_tokens = static_cast<int64_t>(r.prompt.size());
+  Choice& first = *a->choices[0];
+  first.seq.tokens = r.prompt;
+  first.seq.rows = r.n;
+  counters.prompt_tokens_total += a->usage.prompt_tokens;
+  scheduler->enqueue(&first.seq);
+  const RequestId id = a->id;
+  active[id] = std::move(a);
+}
+
+void Engine::Impl::finish_choice(Choice& c, const StopOutcome& outcome,
+                                 std::vector<TokenInfo> tokens) {
+  Active& a = *c.active;
+  c.finished = true;
+  scheduler->remove(&c.seq);
+  Event event;
+  event.choice = c.index;
+  event.text = outcome.text;
+  event.tokens = std::move(tokens);
+  event.finish = outcome.finish;
+  if (outcome.finish == FinishReason::Stop) event.stop_matched = outcome.matched;
+  if (outcome.finish == FinishReason::Error) event.error = outcome.matched;
+  emit(a, event);
+  a.usage.completion_tokens += std::max<int64_t>(0, c.generated());
+  if (--a.unfinished > 0) return;
+  if (a.callbacks.on_done) {
+    try {
+      a.callbacks.on_done(a.usage);
+    } catch (const std::exception& e) {
+      RINGLM_LOG(Warn, "engine: on_done of request ", a.id, " threw: ", e.what());
+    }
+  }
+  ++counters.requests_finished_total;
+  const RequestId id = a.id;
+  active.erase(id);  // destroys `a` and `c`
+  ++done_since_publish;
+}
+
+void Engine::Impl::cancel_request(RequestId id, FinishReason reason, const std::string& error) {
+  auto it = active.find(id);
+  if (it == active.end()) return;
+  Active& a = *it->second;
+  // Every choice's KV goes first, then the events (the last one erases the request).
+  std::vector<Choice*> open;
+  for (auto& c : a.choices) {
+    if (c->finished) continue;
+    scheduler->remove(&c->seq);
+    open.push_back(c.get());
+  }
+  for (Choice* c : open) {
+    StopOutcome outcome = c->stop.finish(reason);
+    outcome.matched = error;
+    finish_choice(*c, outcome, {});
+  }
+}
+
+void Engine::Impl::sample_choice(Choice& c, std::span<float> logits) {
+  Active& a = *c.active;
+  const int64_t index = c.generated();
+  SampleInput input;
+  input.params = &a.request.sampling;
+  input.history = &c.history;
+  if (c.stop.suppress_stop_ids(index)) input.suppressed = c.stop.stop_ids();
+  input.seed = a.seed;
+  input.choice = static_cast<uint32_t>(c.index);
+  input.index = static_cast<uint64_t>(index);
+  TokenInfo info = sample_token(logits, input);
+  c.seq.tokens.push_back(info.token);
+  c.history.add_generated(info.token);
+  ++counters.generation_tokens_total;
+  StopOutcome outcome = c.stop.push(info.token, index + 1);
+  if (outcome.finish != FinishReason::None) {
+    finish_choice(c, outcome, {std::move(info)});
+    return;
+  }
+  Event event;
+  event.choice = c.index;
+  event.text = std::move(outcome.text);
+  event.tokens.push_back(std::move(info));
+  emit(a, event);
+}
+
+void Engine::Impl::run_step() {
+  ScheduledStep step = scheduler->schedule();
+  counters.preemptions_total = scheduler->preemptions();
+  // Requests that can never fit end after the step (a sibling choice may be among its rows).
+  std::vector<RequestId> failed;
+  for (SeqState* seq : step.failed) failed.push_back(static_cast<Choice*>(seq->owner)->active->id);
+  const auto end_failed = [&] {
+    for (RequestId id : failed)
+      cancel_request(id, FinishReason::Error,
+                     "the request needs more KV cache than the engine has");
+  };
+  if (step.empty()) return end_failed();
+  kv::StepPlan plan(step.rows, scheduler->cache());
+  Tensor logits = runner.step(plan);
+  scheduler->complete(step);
+  const auto vocab = static_cast<size_t>(model.vocab_size());
+  for (size_t r = 0; r < step.rows.size(); ++r) {
+    if (plan.logits_count(static_cast<int>(r)) == 0) continue;
+    auto* c = static_cast<Choice*>(step.seqs[r]->owner);
+    Active& a = *c->active;
+    const float* row = logits.row<float>(plan.logits_begin(static_cast<int>(r)));
+    std::vector<Choice*> targets = {c};
+    if (!a.forked) {
+      // The prompt is in the KV: every other choice becomes a fork sharing its blocks.
+      a.forked = true;
+      a.usage.cached_tokens = c->seq.cached_tokens;
+      c->seq.rows = 1;
+      for (size_t i = 1; i < a.choices.size(); ++i) {
+        scheduler->fork(&c->seq, &a.choices[i]->seq);
+        targets.push_back(a.choices[i].get());
+      }
+    }
+    const RequestId id = a.id;
+    for (Choice* target : targets) {
+      if (active.count(id) == 0) break;  // every choice finished: the request is gone
+      if (target->finished) continue;
+      std::copy(row, row + vocab, scratch.begin());
+      sample_choice(*target, scratch);
+    }
+  }
+  end_failed();
+}
+
+void Engine::Impl::publish_stats() {
+  kv::PagedKvCache& cache = runner.cache();
+  EngineStats s = counters;
+  // A request runs while any of its choices holds a row; n choices count once.
+  for (const auto& [id, a] : active) {
+    const bool running = std::any_of(a->choices.begin(), a->choices.end(),
+                                     [](const auto& c) { return c->seq.running; });
+    ++(running ? s.requests_running : s.requests_waiting);
+  }
+  s.kv_blocks_cached = prefix ? prefix->cached_only_blocks() : 0;
+  s.kv_blocks_used = cache.used_blocks() - s.kv_blocks_cached;
+  s.kv_blocks_free = 0;
+  for (int g = 0; g < cache.num_groups(); ++g) s.kv_blocks_free += cache.free_blocks(g);
+  if (prefix) {
+    s.prefix_cache_hits = prefix->hits();
+    s.prefix_cache_queries = prefix->queries();
+  }
+  std::lock_guard lock(mu);
+  published = s;
+  // drain() returns once in-flight reaches 0, so it does so together with the final stats.
+  requests_in_flight -= done_since_publish;
+  done_since_publish = 0;
+  published.requests_waiting += static_cast<int64_t>(inbox.size());
+}
+
+void Engine::Impl::loop() {
+  for (;;) {
+    std::deque<std::unique_ptr<Active>> arrived;
+    std::vector<RequestId> cancelled;
+    bool stop = false;
+    {
+      std::unique_lock lock(mu);
+      wake.wait(lock, [&] {
+        return stopping || !inbox.empty() || !cancels.empty() || !scheduler->idle();
+      });
+      arrived.swap(inbox);
+      cancelled.swap(cancels);
+      stop = stopping;
+    }
+    for (auto& a : arrived) admit_new(std::move(a));
+    for (RequestId id : cancelled) cancel_request(id, FinishReason::Cancelled, "");
+    if (stop) {
+      while (!active.empty()) cancel_request(active.begin()->first, FinishReason::Cancelled, "");
+      publish_stats();
+      drained.notify_all();
+      return;
+    }
+    if (!scheduler->idle()) {
+      try {
+        run_step();
+      } catch (const std::exception& e) {
+        // A failed step leaves its rows' KV undefined: every running request ends with the error.
+        RINGLM_LOG(Error, "engine: step failed: ", e.what());
+        while (!active.empty())
+          cancel_request(active.begin()->first, FinishReason::Error, e.what());
+      }
+    }
+    publish_stats();
+    drained.notify_all();
+  }
+}
+
+// ---- Engine ----
+
+Engine::Engine(models::Model& model, const Tokenizer& tokenizer, const EngineConfig& config)
+    : impl_(std::make_unique<Impl>(model, tokenizer, config)) {}
+
+Engine::~Engine() = default;
+
+std::string Engine::validate(const Request& r) const {
+  const auto vocab = impl_->model.vocab_size();
+  const auto& s = r.sampling;
+  const auto msg = [](const auto&... parts) { return detail::concat(parts...); };
+  if (r.prompt.empty()) return "the prompt is empty";
+  for (int32_t id : r.prompt) {
+    if (id < 0 || id >= vocab)
+      return msg("prompt token id ", id, " is outside the vocabulary [0, ", vocab, ")");
+  }
+  // Choices are rows of the batch at once; the scheduler's order key keeps 16 bits for them.
+  const int max_n = std::min(impl_->config.max_batch, 0xFFFF);
+  if (r.n < 1 || r.n > max_n) return msg("n must be in [1, ", max_n, "], got ", r.n);
+  if (!(s.temperature >= 0.0f) || !std::isfinite(s.temperature))
+    return msg("temperature must be >= 0, got ", s.temperature);
+  if (s.top_k < 0) return msg("top_k must be >= 0, got ", s.top_k);
+  if (!(s.top_p > 0.0f && s.top_p <= 1.0f)) return msg("top_p must be in (0, 1], got ", s.top_p);
+  if (!(s.min_p >= 0.0f && s.min_p <= 1.0f)) return msg("min_p must be in [0, 1], got ", s.min_p);
+  if (!(s.repetition_penalty > 0.0f) || !std::isfinite(s.repetition_penalty))
+    return msg("repetition_penalty must be > 0, got ", s.repetition_penalty);
+  if (!(s.presence_penalty >= -2.0f && s.presence_penalty <= 2.0f))
+    return msg("presence_penalty must be in [-2, 2], got ", s.presence_penalty);
+  if (!(s.frequency_penalty >= -2.0f && s.frequency_penalty <= 2.0f))
+    return msg("frequency_penalty must be in [-2, 2], got ", s.frequency_penalty);
+  for (const auto& [id, bias] : s.logit_bias) {
+    if (id < 0 || id >= vocab)
+      return msg("logit_bias token id ", id, " is outside the vocabulary [0, ", vocab, ")");
+    if (!(bias >= -100.0f && bias <= 100.0f))
+      return msg("logit_bias of token ", id, " must be in [-100, 100], got ", bias);
+  }
+  if (s.logprobs < 0 || s.logprobs > kMaxLogprobs)
+    return msg("logprobs must be in [0, ", kMaxLogprobs, "], got ", s.logprobs);
+  if (r.stop.max_tokens < 1) return msg("max_tokens must be at least 1, got ", r.stop.max_tokens);
+  if (r.stop.min_tokens < 0 || r.stop.min_tokens > r.stop.max_tokens)
+    return msg("min_tokens must be in [0, max_tokens], got ", r.stop.min_tokens);
+  for (int32_t id : r.stop.stop_token_ids) {
+    if (id < 0 || id >= vocab)
+      return msg("stop token id ", id, " is outside the vocabulary [0, ", vocab, ")");
+  }
+  for (const auto& str : r.stop.stop_strings) {
+    if (str.empty()) return "stop strings must not be empty";
+  }
+  const auto total = static_cast<int64_t>(r.prompt.size()) + r.stop.max_tokens;
+  if (total > impl_->max_model_len)
+    return msg("prompt (", r.prompt.size(), " tokens) + max_tokens (", r.stop.max_tokens,
+               ") = ", total, " exceeds the maximum context length of ", impl_->max_model_len,
+               " tokens");
+  if (total > impl_->kv_capacity_tokens)
+    return msg("prompt (", r.prompt.size(), " tokens) + max_tokens (", r.stop.max_tokens,
+               ") = ", total, " exceeds the KV cache, which holds at most ",
+               impl_->kv_capacity_tokens, " tokens for one sequence");
+  return "";
+}
+
+RequestId Engine::submit(Request request, RequestCallbacks callbacks) {
+  const std::string problem = validate(request);
+  RINGLM_USER_CHECK(problem.empty(), problem);
+  auto a = std::make_unique<Active>();
+  a->request = std::move(request);
+  a->callbacks = std::move(callbacks);
+  RequestId id;
+  {
+    std::lock_guard lock(impl_->mu);
+    RINGLM_USER_CHECK(!impl_->stopping && !impl_->draining,
+                      "the engine is shutting down and takes no new requests");
+    id = impl_->next_id++;
+    a->id = id;
+    a->seed = a->request.sampling.seed ? *a->request.sampling.seed : impl_->seeds();
+    impl_->inbox.push_back(std::move(a));
+    ++impl_->requests_in_flight;
+  }
+  impl_->wake.notify_all();
+  return id;
+}
+
+void Engine::cancel(RequestId id) {
+  {
+    std::lock_guard lock(impl_->mu);
+    impl_->cancels.push_back(id);
+  }
+  impl_->wake.notify_all();
+}
+
+void Engine::drain() {
+  std::unique_lock lock(impl_->mu);
+  impl_->draining = true;
+  impl_->drained.wait(lock, [&] { return impl_->requests_in_flight == 0 || impl_->stopping; });
+}
+
+EngineStats Engine::stats() const {
+  std::lock_guard lock(impl_->mu);
+  return impl_->published;
+}
+
+int64_t Engine::max_model_len() const {
+  return impl_->max_model_len;
+}
+int64_t Engine::max_sequence_tokens() const {
+  return std::min(impl_->max_model_len, impl_->kv_capacity_tokens);
+}
+const models::Model& Engine::model() const {
+  return impl_->model;
+}
+const Tokenizer& Engine::tokenizer() const {
+  return impl_->tokenizer;
+}
+
+}  // namespace ringlm::engine

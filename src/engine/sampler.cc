@@ -1,0 +1,195 @@
+#include "engine/sampler.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+
+#include "engine/philox.h"
+
+namespace ringlm::engine {
+
+TokenHistory::TokenHistory(std::span<const int32_t> prompt)
+    : prompt_(prompt.begin(), prompt.end()) {
+  std::sort(prompt_.begin(), prompt_.end());
+  prompt_.erase(std::unique(prompt_.begin(), prompt_.end()), prompt_.end());
+}
+
+void process_logits(std::span<float> logits, const SamplingParams& params,
+                    const TokenHistory& history, std::span<const int32_t> suppressed) {
+  const auto vocab = static_cast<int32_t>(logits.size());
+  const auto at = [&](int32_t id) -> float& { return logits[static_cast<size_t>(id)]; };
+  for (int32_t id : suppressed) {
+    if (id >= 0 && id < vocab) at(id) = -std::numeric_limits<float>::infinity();
+  }
+  for (const auto& [id, bias] : params.logit_bias) {
+    if (id >= 0 && id < vocab) at(id) += bias;
+  }
+  if (params.repetition_penalty != 1.0f) {
+    const float r = params.repetition_penalty;
+    const auto penalize = [&](int32_t id) {
+      float& l = at(id);
+      l = l > 0 ? l / r : l * r;
+    };
+    // Each token once, whether it is in the prompt, the generated tokens or both.
+    for (int32_t id : history.prompt_tokens()) {
+      if (id >= 0 && id < vocab) penalize(id);
+    }
+    for (const auto& [id, count] : history.generated_counts()) {
+      if (id >= 0 && id < vocab &&
+          !std::binary_search(history.prompt_tokens().begin(), history.prompt_tokens().end(), id))
+        penalize(id);
+    }
+  }
+  if (params.frequency_penalty != 0.0f || params.presence_penalty != 0.0f) {
+    for (const auto& [id, count] : history.generated_counts()) {
+      if (id < 0 || id >= vocab) continue;
+      at(id) -= params.frequency_penalty * static_cast<float>(count);
+      at(id) -= params.presence_penalty;
+    }
+  }
+}
+
+std::vector<double> sampling_distribution(std::span<const float> processed,
+                                          const SamplingParams& params) {
+  const size_t vocab = processed.size();
+  std::vector<double> w(vocab, 0.0);
+  const double t = params.temperature;
+  double top = -std::numeric_limits<double>::infinity();
+  for (float l : processed) top = std::max(top, static_cast<double>(l) / t);
+  if (!std::isfinite(top)) {
+    // Every token suppressed: fall back to the lowest id rather than produce NaNs.
+    w[0] = 1.0;
+    return w;
+  }
+  // Unnormalized: the most probable token has weight 1, so min_p compares weights directly.
+  for (size_t i = 0; i < vocab; ++i) {
+    const double x = static_cast<double>(processed[i]) / t - top;
+    w[i] = std::isfinite(x) ? std::exp(x) : 0.0;
+  }
+  if (params.min_p > 0.0f) {
+    for (double& v : w) {
+      if (v < params.min_p) v = 0.0;
+    }
+  }
+  std::vector<int32_t> order;
+  order.reserve(vocab);
+  for (size_t i = 0; i < vocab; ++i) {
+    if (w[i] > 0) order.push_back(static_cast<int32_t>(i));
+  }
+  const auto by_weight = [&](int32_t a, int32_t b) {
+    const double wa = w[static_cast<size_t>(a)], wb = w[static_cast<size_t>(b)];
+    return wa != wb ? wa > wb : a < b;
+  };
+  if (params.top_k > 0 && static_cast<size_t>(params.top_k) < order.size()) {
+    const auto kth = order.begin() + (params.top_k - 1);
+    std::nth_element(order.begin(), kth, order.end(), by_weight);
+    const double threshold = w[static_cast<size_t>(*kth)];
+    for (int32_t id : order) {
+      if (w[static_cast<size_t>(id)] < threshold) w[static_cast<size_t>(id)] = 0.0;
+    }
+    std::erase_if(order, [&](int32_t id) { return w[static_cast<size_t>(id)] == 0.0; });
+  }
+  if (params.top_p < 1.0f) {
+    double total = 0;
+    for (int32_t id : order) total += w[static_cast<size_t>(id)];
+    const double limit = static_cast<double>(params.top_p) * total;
+    // Only the most probable tokens need sorting: if the tokens of weight >= floor carry
+    // `limit`, every lighter token has at least that much mass before it and is dropped. The
+    // largest weight is 1; floor shrinks until the head is heavy enough.
+    std::vector<int32_t> head;
+    for (double floor = 1e-3;; floor = floor > 1e-12 ? floor * 1e-3 : 0.0) {
+      head.clear();
+      double mass = 0;
+      for (int32_t id : order) {
+        if (w[static_cast<size_t>(id)] >= floor) {
+          head.push_back(id);
+          mass += w[static_cast<size_t>(id)];
+        }
+      }
+      if (mass >= limit || floor == 0.0) break;
+    }
+    std::sort(head.begin(), head.end(), by_weight);
+    std::vector<char> kept(w.size(), 0);
+    double before = 0;
+    for (int32_t id : head) {
+      kept[static_cast<size_t>(id)] = before < limit;
+      before += w[static_cast<size_t>(id)];
+    }
+    for (int32_t id : order) {
+      if (!kept[static_cast<size_t>(id)]) w[static_cast<size_t>(id)] = 0.0;
+    }
+  }
+  const double sum = std::accumulate(w.begin(), w.end(), 0.0);
+  for (double& v : w) v /= sum;
+  return w;
+}
+
+int32_t pick_token(std::span<const double> probs, double u) {
+  double total = 0;
+  for (double p : probs) total += p;
+  const double target = u * total;
+  double cumulative = 0;
+  int32_t last = 0;
+  for (size_t i = 0; i < probs.size(); ++i) {
+    if (probs[i] <= 0) continue;
+    cumulative += probs[i];
+    last = static_cast<int32_t>(i);
+    if (cumulative > target) return last;
+  }
+  return last;
+}
+
+int32_t argmax_token(std::span<const float> values) {
+  size_t best = 0;
+  for (size_t i = 1; i < values.size(); ++i) {
+    if (values[i] > values[best]) best = i;
+  }
+  return static_cast<int32_t>(best);
+}
+
+namespace {
+
+void fill_logprobs(std::span<const float> processed, int top_n, TokenInfo& info) {
+  double top = -std::numeric_limits<double>::infinity();
+  for (float l : processed) top = std::max(top, static_cast<double>(l));
+  double sum = 0;
+  for (float l : processed) sum += std::exp(static_cast<double>(l) - top);
+  const double lse = top + std::log(sum);
+  const auto logprob = [&](int32_t id) {
+    return static_cast<float>(static_cast<double>(processed[static_cast<size_t>(id)]) - lse);
+  };
+  info.logprob = logprob(info.token);
+  if (top_n <= 0) return;
+  std::vector<int32_t> ids;
+  ids.reserve(processed.size());
+  for (size_t i = 0; i < processed.size(); ++i) {
+    if (std::isfinite(processed[i])) ids.push_back(static_cast<int32_t>(i));
+  }
+  const size_t n = std::min(ids.size(), static_cast<size_t>(top_n));
+  std::partial_sort(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(n), ids.end(),
+                    [&](int32_t a, int32_t b) {
+                      const float la = processed[static_cast<size_t>(a)];
+                      const float lb = processed[static_cast<size_t>(b)];
+                      return la != lb ? la > lb : a < b;
+                    });
+  for (size_t i = 0; i < n; ++i) info.top.push_back({ids[i], logprob(ids[i])});
+}
+
+}  // namespace
+
+TokenInfo sample_token(std::span<float> logits, const SampleInput& input) {
+  const SamplingParams& params = *input.params;
+  process_logits(logits, params, *input.history, input.suppressed);
+  TokenInfo info;
+  if (params.temperature == 0.0f) {
+    info.token = argmax_token(logits);
+  } else {
+    const auto probs = sampling_distribution(logits, params);
+    info.token = pick_token(probs, philox_uniform(input.seed, input.choice, input.index));
+  }
+  if (params.want_logprobs || params.logprobs > 0) fill_logprobs(logits, params.logprobs, info);
+  return info;
+}
+
+}  // namespace ringlm::engine
