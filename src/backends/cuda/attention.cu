@@ -104,54 +104,30 @@ __device__ __forceinline__ void attend(const AttnArgs& a, int t, int h, const Qu
     acc[c] = 0.0f;
   }
   float m = -INFINITY, l = 0.0f;
-  // kBatch keys per warp per iteration: their K/V loads are all issued before any of them is
-  // used, so a warp keeps several rows in flight (the loop is latency-bound otherwise). Keys are
-  // still folded into (m, l, acc) one at a time, in order.
-  constexpr int kBatch = 4;
-  for (int j0 = begin + warp; j0 <= end; j0 += kBatch * kWarps) {
-    float kr[kBatch][kChunks], vr[kBatch][kChunks];
+  for (int j = begin + warp; j <= end; j += kWarps) {
+    const int64_t slot =
+        static_cast<int64_t>(table[j / a.block_tokens]) * a.block_tokens + j % a.block_tokens;
+    const int64_t off = slot * token_stride + static_cast<int64_t>(g) * D;
+    float dot = 0.0f, vr[kChunks];
 #pragma unroll
-    for (int u = 0; u < kBatch; ++u) {
-      const int j = j0 + u * kWarps;
-      const bool live = j <= end;
-      const int64_t slot = live ? static_cast<int64_t>(table[j / a.block_tokens]) * a.block_tokens +
-                                      j % a.block_tokens
-                                : 0;
-      const int64_t off = slot * token_stride + static_cast<int64_t>(g) * D;
-#pragma unroll
-      for (int c = 0; c < kChunks; ++c) {
-        const int d = lane + 32 * c;
-        const bool load = live && d < D;
-        kr[u][c] = load ? device::to_f32(kbase[off + d]) : 0.0f;
-        vr[u][c] = load ? device::to_f32(vbase[off + d]) : 0.0f;
+    for (int c = 0; c < kChunks; ++c) {
+      const int d = lane + 32 * c;
+      vr[c] = 0.0f;
+      if (d < D) {
+        dot += qr[c] * device::to_f32(kbase[off + d]);
+        vr[c] = device::to_f32(vbase[off + d]);
       }
     }
-    float dots[kBatch];
+    dot = device::warp_sum(dot);
+    float s = dot * a.scale;
+    if (a.softcap > 0.0f) s = a.softcap * tanhf(s / a.softcap);
+    const float m_new = fmaxf(m, s);
+    const float corr = expf(m - m_new);  // 0 for the first key (m = -inf)
+    const float p = expf(s - m_new);
+    l = l * corr + p;
 #pragma unroll
-    for (int u = 0; u < kBatch; ++u) {
-      float dot = 0.0f;
-#pragma unroll
-      for (int c = 0; c < kChunks; ++c) dot += qr[c] * kr[u][c];
-      dots[u] = dot;
-    }
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) {
-#pragma unroll
-      for (int u = 0; u < kBatch; ++u) dots[u] += __shfl_xor_sync(device::kFullMask, dots[u], o);
-    }
-#pragma unroll
-    for (int u = 0; u < kBatch; ++u) {
-      if (j0 + u * kWarps > end) break;
-      float s = dots[u] * a.scale;
-      if (a.softcap > 0.0f) s = a.softcap * tanhf(s / a.softcap);
-      const float m_new = fmaxf(m, s);
-      const float corr = expf(m - m_new);  // 0 for the first key (m = -inf)
-      const float p = expf(s - m_new);
-      l = l * corr + p;
-#pragma unroll
-      for (int c = 0; c < kChunks; ++c) acc[c] = acc[c] * corr + p * vr[u][c];
-      m = m_new;
-    }
+    for (int c = 0; c < kChunks; ++c) acc[c] = acc[c] * corr + p * vr[c];
+    m = m_new;
   }
   if (lane == 0) {
     sh.m[warp] = m;
