@@ -10,5 +10,6 @@ int run_random_model(int argc, char** argv);
 int run_chat(int argc, char** argv);
 int run_tokenize(int argc, char** argv);
 int run_serve(int argc, char** argv);
+int run_perplexity(int argc, char** argv);
 
 }  // namespace ringlm::cli

@@ -21,9 +21,11 @@ void usage() {
       "  tokenize --model DIR --text TEXT [--no-special]               print token ids\n"
       "  inspect DIR [--json]                                          describe a checkpoint\n"
       "  bench --model DIR [--prompt-len N] [--gen N] [--batch N]       prefill/decode speed\n"
+      "  perplexity --model DIR --text-file F [--kv-format F]          held-out perplexity, and\n"
+      "    [--reference-kv-format bf16] [--context N]                  KL vs another KV format\n"
       "  random-model --preset NAME --out DIR [--dtype bf16]           random-weight checkpoint\n"
       "               [--quantize 4|8 [--group-size 64]]               (MLX affine-quantized)\n"
-      "common flags: --threads N (default: all cores)\n",
+      "common flags: --threads N (default: all cores), --device cpu|cuda\n",
       stderr);
 }
 
@@ -42,6 +44,9 @@ int main(int argc, char** argv) {
     if (std::strcmp(command, "tokenize") == 0) return ringlm::cli::run_tokenize(argc - 2, argv + 2);
     if (std::strcmp(command, "inspect") == 0) return ringlm::cli::run_inspect(argc - 2, argv + 2);
     if (std::strcmp(command, "bench") == 0) return ringlm::cli::run_bench(argc - 2, argv + 2);
+    if (std::strcmp(command, "perplexity") == 0) {
+      return ringlm::cli::run_perplexity(argc - 2, argv + 2);
+    }
     if (std::strcmp(command, "random-model") == 0) {
       return ringlm::cli::run_random_model(argc - 2, argv + 2);
     }
