@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # bench/kv_quality.sh [OUT.md] — what each KV format costs in quality on real text: the embedded
 # models (models/) over the held-out KJV chapters (tools/train/prep_data.py writes them to
-# .carry/train-data), perplexity with each KV format and the KL divergence of its next-token
+# .carry/train-data) in segments of the 512-token training context: perplexity with each KV
+# format and the KL divergence of its next-token
 # distributions from bf16 KV (the models' own dtype), with top-1 agreement. CPU.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,7 +17,7 @@ formats=${FORMATS:-"int8-g64 int8-g32 int4-g64 int4-g32"}
   for model in models/ringlm-kjv-llama models/ringlm-kjv-gemma3; do
     for format in bf16 $formats; do
       "$ringlm" perplexity --model "$model" --text-file "$text" --kv-format "$format" \
-        --reference-kv-format bf16 --kv-memory 256 --json |
+        --reference-kv-format bf16 --kv-memory 256 --context "${CONTEXT:-512}" --json |
         python3 -c 'import json, sys
 r = json.load(sys.stdin)
 name = r["model"].split("/")[-1]
