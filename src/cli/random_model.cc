@@ -71,9 +71,33 @@ nlohmann::json preset(const std::string& name) {
               {"max_position_embeddings", 40960},
               {"rope_theta", 1000000.0},
               {"tie_word_embeddings", false}});
+  } else if (name == "gemma-3-12b") {
+    // google/gemma-3-12b-it's text tower: 5 sliding (window 1024) : 1 global layers, 16 q / 8 kv
+    // heads of 256, tied embeddings, global rope linearly scaled x8.
+    c = {{"model_type", "gemma3_text"},
+         {"architectures", {"Gemma3ForCausalLM"}},
+         {"hidden_size", 3840},
+         {"intermediate_size", 15360},
+         {"num_hidden_layers", 48},
+         {"num_attention_heads", 16},
+         {"num_key_value_heads", 8},
+         {"head_dim", 256},
+         {"vocab_size", 262208},
+         {"rms_norm_eps", 1e-6},
+         {"hidden_activation", "gelu_pytorch_tanh"},
+         {"query_pre_attn_scalar", 256},
+         {"sliding_window", 1024},
+         {"sliding_window_pattern", 6},
+         {"max_position_embeddings", 131072},
+         {"rope_theta", 1000000.0},
+         {"rope_local_base_freq", 10000.0},
+         {"rope_scaling", {{"rope_type", "linear"}, {"factor", 8.0}}},
+         {"tie_word_embeddings", true},
+         {"bos_token_id", 2},
+         {"eos_token_id", 1}};
   } else {
     RINGLM_USER_CHECK(false, "unknown preset '", name,
-                      "' (known: llama-125m, llama-3.1-8b, qwen3-8b)");
+                      "' (known: llama-125m, llama-3.1-8b, qwen3-8b, gemma-3-12b)");
   }
   return c;
 }
@@ -84,15 +108,17 @@ struct TensorSpec {
   float mean = 0, spread = 0;  // uniform in [mean - spread, mean + spread]
 };
 
-// Llama-family tensor list (qwen3 adds q/k norms).
-std::vector<TensorSpec> llama_tensors(const io::ModelConfig& c) {
+// Llama-family tensor list (qwen3 adds q/k norms; gemma3_text adds them and the feed-forward
+// pre/post norms, whose weights are offsets from 1).
+std::vector<TensorSpec> decoder_tensors(const io::ModelConfig& c) {
   const int64_t h = c.hidden_size, q = c.num_attention_heads * c.head_dim,
                 kv = c.num_key_value_heads * c.head_dim, i = c.intermediate_size;
   auto linear = [](std::string name, int64_t out, int64_t in) {
     return TensorSpec{std::move(name), {out, in}, 0.0f, std::sqrt(3.0f / static_cast<float>(in))};
   };
-  auto norm = [](std::string name, int64_t n) {
-    return TensorSpec{std::move(name), {n}, 1.0f, 0.1f};
+  const bool gemma = c.model_type == "gemma3_text";
+  auto norm = [gemma](std::string name, int64_t n) {
+    return TensorSpec{std::move(name), {n}, gemma ? 0.0f : 1.0f, 0.1f};
   };
   std::vector<TensorSpec> out;
   out.push_back({"model.embed_tokens.weight", {c.vocab_size, h}, 0.0f, 1.0f});
@@ -106,9 +132,13 @@ std::vector<TensorSpec> llama_tensors(const io::ModelConfig& c) {
     out.push_back(linear(p + "self_attn.k_proj.weight", kv, h));
     out.push_back(linear(p + "self_attn.v_proj.weight", kv, h));
     out.push_back(linear(p + "self_attn.o_proj.weight", h, q));
-    if (c.model_type == "qwen3") {
+    if (c.model_type == "qwen3" || gemma) {
       out.push_back(norm(p + "self_attn.q_norm.weight", c.head_dim));
       out.push_back(norm(p + "self_attn.k_norm.weight", c.head_dim));
+    }
+    if (gemma) {
+      out.push_back(norm(p + "pre_feedforward_layernorm.weight", h));
+      out.push_back(norm(p + "post_feedforward_layernorm.weight", h));
     }
     out.push_back(linear(p + "mlp.gate_proj.weight", i, h));
     out.push_back(linear(p + "mlp.up_proj.weight", i, h));
@@ -196,8 +226,9 @@ int run_random_model(int argc, char** argv) {
   config_json["torch_dtype"] = dtype_flag == "bf16" ? "bfloat16" : "float16";
   const io::ModelConfig config = io::parse_model_config(config_json, "config");
   RINGLM_USER_CHECK(config.model_type == "llama" || config.model_type == "mistral" ||
-                        config.model_type == "qwen2" || config.model_type == "qwen3",
-                    "random-model writes Llama-family checkpoints; got model_type ",
+                        config.model_type == "qwen2" || config.model_type == "qwen3" ||
+                        config.model_type == "gemma3_text",
+                    "random-model writes Llama-family and gemma3_text checkpoints; got model_type ",
                     config.model_type);
   kv::AffineFormat format{0, 0};
   if (args.has("quantize")) {
@@ -217,7 +248,7 @@ int run_random_model(int argc, char** argv) {
     cfg << config_json.dump(2) << "\n";
   }
   const uint64_t seed = static_cast<uint64_t>(args.integer("seed", 0));
-  const auto specs = llama_tensors(config);
+  const auto specs = decoder_tensors(config);
   std::vector<std::vector<uint16_t>> buffers(specs.size());
   std::vector<QuantizedBuffers> quantized(specs.size());
   std::vector<io::TensorToWrite> tensors;
