@@ -77,6 +77,13 @@ void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device
 #endif
 }
 
+void synchronize_device(Device device) {
+  if (device == Device::CPU) return;
+#ifdef RINGLM_HAS_CUDA
+  cuda::synchronize();
+#endif
+}
+
 void zero_fill(DeviceMemory& memory) {
   if (memory.size() == 0) return;
   if (memory.device() == Device::CPU) {

@@ -37,6 +37,10 @@ class DeviceMemory {
 // the source may be reused as soon as this returns.
 void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device, size_t bytes);
 
+// Waits until every copy and kernel this thread queued on `device` has finished (so that another
+// thread's stream may use the results, e.g. weights uploaded before the engine thread starts).
+void synchronize_device(Device device);
+
 // Sets every byte of `memory` to zero (ordered on the backend stream for device memory).
 void zero_fill(DeviceMemory& memory);
 

@@ -40,7 +40,11 @@ std::unique_ptr<Model> load_model(const std::string& model_dir, Device device) {
   }
   auto weights = std::make_unique<io::WeightStore>(model_dir);
   weights->set_device(device);
-  return it->second(std::move(config), std::move(weights));
+  auto model = it->second(std::move(config), std::move(weights));
+  // The uploads ran on this thread's stream; a runner on another thread (the serving engine's
+  // loop) must see them complete.
+  synchronize_device(device);
+  return model;
 }
 
 }  // namespace ringlm::models
