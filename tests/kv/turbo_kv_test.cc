@@ -211,6 +211,40 @@ TEST(TurboKvCache, ExtractSaveLoadRoundTrip) {
   }
 }
 
+// The prefix cache's path: blocks held outside the sequence and adopted by a new one give back
+// exactly the stored codes and parameters (nothing is re-encoded).
+TEST(TurboKvCache, AdoptedBlocksHoldTheStoredBytes) {
+  const KvFormat f = KvFormat::parse("turbo");
+  kv::PagedKvCache cache(small_config({f}));
+  const kv::SequenceId a = cache.add_sequence();
+  const int64_t n = 8, H = 2, D = 64;  // two whole blocks of 4
+  ASSERT_TRUE(cache.append(a, n));
+  std::vector<float> k(static_cast<size_t>(n * H * D)), v(k.size());
+  std::mt19937 rng(9);
+  std::normal_distribution<float> dist;
+  for (auto& x : k) x = dist(rng);
+  for (auto& x : v) x = dist(rng);
+  std::vector<int32_t> slots;
+  for (int64_t p = 0; p < n; ++p) slots.push_back(cache.slot(a, 0, p));
+  ops::KvLayerView view = cache.layer_view(0);
+  ops::kv_write(Tensor(k.data(), DType::F32, {n, H, D}), Tensor(v.data(), DType::F32, {n, H, D}),
+                Tensor(slots.data(), DType::I32, {n}), view);
+  const kv::ExtractedKv before = cache.extract(a);
+  const std::vector<int32_t> table = cache.block_table(a, 0);
+  for (int32_t id : table) cache.retain_block(0, id);
+  cache.release(a);
+  const kv::SequenceId b = cache.adopt({table}, n);
+  const kv::ExtractedKv after = cache.extract(b);
+  EXPECT_EQ(before.layers[0].k, after.layers[0].k);
+  EXPECT_EQ(before.layers[0].v, after.layers[0].v);
+  EXPECT_EQ(before.layers[0].k_scales, after.layers[0].k_scales);
+  EXPECT_EQ(before.layers[0].k_biases, after.layers[0].k_biases);
+  EXPECT_EQ(before.layers[0].v_scales, after.layers[0].v_scales);
+  cache.release(b);
+  for (int32_t id : table) cache.release_block(0, id);
+  EXPECT_EQ(cache.used_blocks(), 0);
+}
+
 // ---- Quantized-KV tolerance on real models ----
 
 // Logits of every position of `tokens` (one prefill step) with the given KV format.
