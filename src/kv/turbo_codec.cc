@@ -3,8 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
-#include <map>
-#include <mutex>
+#include <cstdlib>
 
 #include "core/error.h"
 
@@ -67,15 +66,35 @@ LloydMax compute_lloyd_max(int bits) {
   return out;
 }
 
+// One table per width, computed on first use; a function-local static per width, so later calls
+// (per key row in attention) cost an initialized-flag check, not a lock.
 const LloydMax& lloyd_max(int bits) {
-  RINGLM_USER_CHECK(bits == 2 || bits == 3 || bits == 4 || bits == 5 || bits == 8,
-                    "TurboQuant value codes: bits=", bits, " is not one of {2, 3, 4, 5, 8}");
-  static std::mutex mutex;
-  static std::map<int, LloydMax> tables;
-  std::lock_guard<std::mutex> lock(mutex);
-  auto it = tables.find(bits);
-  if (it == tables.end()) it = tables.emplace(bits, compute_lloyd_max(bits)).first;
-  return it->second;  // std::map nodes never move
+  switch (bits) {
+    case 2: {
+      static const LloydMax t = compute_lloyd_max(2);
+      return t;
+    }
+    case 3: {
+      static const LloydMax t = compute_lloyd_max(3);
+      return t;
+    }
+    case 4: {
+      static const LloydMax t = compute_lloyd_max(4);
+      return t;
+    }
+    case 5: {
+      static const LloydMax t = compute_lloyd_max(5);
+      return t;
+    }
+    case 8: {
+      static const LloydMax t = compute_lloyd_max(8);
+      return t;
+    }
+    default:
+      RINGLM_USER_CHECK(false, "TurboQuant value codes: bits=", bits,
+                        " is not one of {2, 3, 4, 5, 8}");
+  }
+  std::abort();  // unreachable: the check throws
 }
 
 bool power_of_two_head_dim(int d) {
@@ -98,14 +117,8 @@ const std::vector<float>& lloyd_max_boundaries(int bits) {
   return lloyd_max(bits).boundaries;
 }
 
-const std::vector<float>& turbo_signs(int head_dim) {
-  RINGLM_USER_CHECK(power_of_two_head_dim(head_dim), "TurboQuant: head_dim ", head_dim,
-                    " is not a power of two in [32, 512]");
-  static std::mutex mutex;
-  static std::map<int, std::vector<float>> tables;
-  std::lock_guard<std::mutex> lock(mutex);
-  auto it = tables.find(head_dim);
-  if (it != tables.end()) return it->second;
+namespace {
+std::vector<float> make_signs(int head_dim) {
   std::vector<float> signs(static_cast<size_t>(head_dim));
   uint32_t x = 0x9E3779B9u ^ static_cast<uint32_t>(head_dim);
   for (float& s : signs) {
@@ -114,7 +127,37 @@ const std::vector<float>& turbo_signs(int head_dim) {
     x ^= x << 5;
     s = (x >> 31) == 0 ? 1.0f : -1.0f;
   }
-  return tables.emplace(head_dim, std::move(signs)).first->second;
+  return signs;
+}
+}  // namespace
+
+const std::vector<float>& turbo_signs(int head_dim) {
+  switch (head_dim) {
+    case 32: {
+      static const std::vector<float> s = make_signs(32);
+      return s;
+    }
+    case 64: {
+      static const std::vector<float> s = make_signs(64);
+      return s;
+    }
+    case 128: {
+      static const std::vector<float> s = make_signs(128);
+      return s;
+    }
+    case 256: {
+      static const std::vector<float> s = make_signs(256);
+      return s;
+    }
+    case 512: {
+      static const std::vector<float> s = make_signs(512);
+      return s;
+    }
+    default:
+      RINGLM_USER_CHECK(false, "TurboQuant: head_dim ", head_dim,
+                        " is not a power of two in [32, 512]");
+  }
+  std::abort();  // unreachable: the check throws
 }
 
 void validate_turbo(int key_bits, int value_bits, int head_dim) {
