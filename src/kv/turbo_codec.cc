@@ -211,6 +211,9 @@ void turbo_key_quantize(const float* x, int head_dim, int bits, uint8_t* codes, 
     const float mn = *lo, mx = *hi;
     float s = (mx - mn) / (is_signed ? 254.0f : qmax);
     if (!(s > 0)) s = mx != 0 ? std::abs(mx) / qmax : 1.0f;  // constant group (or NaN)
+    // Keep |zero| <= 2000, where f16 holds every integer: a group whose range is tiny next to its
+    // offset gets a coarser step instead (its error stays <= s/2 <= offset/4000).
+    s = std::max(s, (is_signed ? std::abs(mx + mn) / 2.0f : std::abs(mn)) / 2000.0f);
     s = f16_to_f32(f32_to_f16(s));
     if (!(s > 0)) s = 6.0e-8f;  // flushed to zero in f16: the smallest subnormal
     const float z = f16_to_f32(f32_to_f16(std::rint(is_signed ? (mx + mn) / (2.0f * s) : mn / s)));

@@ -8,7 +8,8 @@
 //   X < 8 (unsigned):     s = (max − min)/(2^X − 1), z = round(min/s),        q ∈ [0, 2^X − 1]
 //   s and z are rounded to f16 first; q = clip(round(x/s − z)) against the stored s, z;
 //   k̂ = (q + z)·s (addition before multiplication). A constant group (max == min) uses
-//   s = |max|/qmax (1 when max == 0) so that it dequantizes exactly.
+//   s = |max|/qmax (1 when max == 0). s is at least offset/2000 (offset = |max + min|/2 for X = 8,
+//   |min| otherwise) so that |z| <= 2000 stays an exact f16 integer.
 // Values, Y ∈ {2, 3, 4, 5, 8} bits, head_dim d a power of two in [32, 512]:
 //   y = H(x ⊙ signs_d)/√d (H the Walsh–Hadamard matrix, Sylvester order); per group
 //   s = √mean(y²) (f32, stored as f16); q = Lloyd-Max cell of y/(s + 1e-8) for N(0, 1);

@@ -127,8 +127,11 @@ TEST(TurboCodec, KeysMatchTheFormulas) {
   for (int bits : {2, 4, 5, 8}) {
     for (int d : {64, 128, 256}) {
       std::vector<float> x = sample(d, static_cast<uint32_t>(bits * 1000 + d), 0.7f);
-      x[5] = 3.25f;  // a constant group exercises the degenerate scale
+      // A constant group exercises the degenerate scale; a group far from 0 with a tiny range
+      // the zero-point bound (its zero would overflow f16 otherwise).
       for (int j = 64 - 32; j < 64; ++j) x[static_cast<size_t>(j)] = -2.5f;
+      for (int j = 0; j < 32; ++j)
+        x[static_cast<size_t>(j)] = 1000.0f + 0.001f * static_cast<float>(j);
       std::vector<uint8_t> codes(static_cast<size_t>(turbo_code_bytes(d, bits)));
       std::vector<f16_t> scales(static_cast<size_t>(d / 32)), zeros(scales.size());
       turbo_key_quantize(x.data(), d, bits, codes.data(), scales.data(), zeros.data());
@@ -143,6 +146,7 @@ TEST(TurboCodec, KeysMatchTheFormulas) {
         }
         float s = (mx - mn) / (bits == 8 ? 254.0f : static_cast<float>(qmax));
         if (s == 0) s = std::abs(mx) / static_cast<float>(qmax);
+        s = std::max(s, (bits == 8 ? std::abs(mx + mn) / 2 : std::abs(mn)) / 2000.0f);
         s = f16_to_f32(f32_to_f16(s));
         const float z = std::rint(bits == 8 ? (mx + mn) / (2 * s) : mn / s);
         EXPECT_EQ(f16_to_f32(scales[static_cast<size_t>(g)]), s);
@@ -163,8 +167,13 @@ TEST(TurboCodec, KeysMatchTheFormulas) {
           EXPECT_LE(std::abs(out[static_cast<size_t>(i)] - x[static_cast<size_t>(i)]), 0.65f * s);
         }
       }
-      // The constant group keeps its value up to the f16 rounding of its scale.
+      // The constant group keeps its value up to the f16 rounding of its scale; the far group
+      // stays finite, within offset/4000 (+ its f16 scale rounding).
       EXPECT_NEAR(out[40], -2.5f, 2.5f * 1e-3f);
+      for (int j = 0; j < 32; ++j) {
+        EXPECT_TRUE(std::isfinite(out[static_cast<size_t>(j)]));
+        EXPECT_NEAR(out[static_cast<size_t>(j)], x[static_cast<size_t>(j)], 1000.0 / 4000 * 1.3);
+      }
     }
   }
 }
