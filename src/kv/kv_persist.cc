@@ -5,7 +5,10 @@
 // `layer.L.k` / `layer.L.v` ([n of L's group, kv_heads, head_dim] in the group's dtype) for each
 // layer with its own K/V; an affine group stores the codes as `layer.L.k` / `layer.L.v`
 // (U32[n, kv_heads, head_dim·bits/32]) plus `layer.L.k.scales`, `.k.biases`, `.v.scales`,
-// `.v.biases` (BF16[n, kv_heads, head_dim/group_size]), exactly the bytes the blocks hold; metadata
+// `.v.biases` (BF16[n, kv_heads, head_dim/group_size]); a turbo group stores U8 codes
+// `layer.L.k` (U8[n, kv_heads, head_dim·key_bits/8]), `layer.L.v` (U8[.., head_dim·value_bits/8])
+// and F16[n, kv_heads, head_dim/32] `.k.scales`, `.k.zeros`, `.v.scales` — always exactly the bytes
+// the blocks hold; metadata
 // `format` = "ringlm-kv", `version` = "1", `length` (tokens in the sequence), `block_tokens`
 // (informational) and `layout` (JSON: per group kind, window, sink_tokens, format, kv_heads,
 // head_dim, layers, donor_group).
@@ -16,6 +19,7 @@
 #include "io/safetensors.h"
 #include "kv/affine_codec.h"
 #include "kv/paged_kv_cache.h"
+#include "kv/turbo_codec.h"
 
 namespace ringlm::kv {
 
@@ -44,8 +48,16 @@ struct PlaneFile {
   DType dtype;
   int64_t last_dim;
 };
-std::vector<PlaneFile> plane_files(const LayerGroup& g) {
+std::vector<PlaneFile> plane_files(const LayerGroup& g, bool value) {
   const KvFormat& f = g.format;
+  if (f.is_turbo()) {
+    const int64_t groups = g.head_dim / kTurboGroup;
+    if (value)
+      return {{"", DType::U8, g.head_dim * f.value_bits / 8}, {".scales", DType::F16, groups}};
+    return {{"", DType::U8, g.head_dim * f.bits / 8},
+            {".scales", DType::F16, groups},
+            {".zeros", DType::F16, groups}};
+  }
   if (!f.is_affine()) return {{"", f.dtype, g.head_dim}};
   return {{"", DType::U32, g.head_dim * f.bits / 32},
           {".scales", f.dtype, g.head_dim / f.group_size},
@@ -62,14 +74,22 @@ auto& plane_bytes(Layer& layer, bool value, size_t p) {
 
 }  // namespace
 
+namespace {
+// Last dim of the extracted K (value = false) or V codes / values.
+int64_t code_dim(const KvFormat& format, int64_t head_dim, bool value) {
+  if (format.is_turbo()) return head_dim * (value ? format.value_bits : format.bits) / 8;
+  return format.is_affine() ? head_dim * format.bits / 32 : head_dim;
+}
+}  // namespace
+
 Tensor ExtractedKv::Layer::k_tensor() const {
-  const int64_t last = format.is_affine() ? head_dim * format.bits / 32 : head_dim;
+  const int64_t last = code_dim(format, head_dim, false);
   const auto n =
       static_cast<int64_t>(k.size() / (static_cast<size_t>(kv_heads * last) * dtype_size(dtype)));
   return Tensor(const_cast<std::byte*>(k.data()), dtype, {n, kv_heads, last});
 }
 Tensor ExtractedKv::Layer::v_tensor() const {
-  const int64_t last = format.is_affine() ? head_dim * format.bits / 32 : head_dim;
+  const int64_t last = code_dim(format, head_dim, true);
   const auto n =
       static_cast<int64_t>(v.size() / (static_cast<size_t>(kv_heads * last) * dtype_size(dtype)));
   return Tensor(const_cast<std::byte*>(v.data()), dtype, {n, kv_heads, last});
@@ -79,7 +99,7 @@ std::vector<float> ExtractedKv::Layer::dequantized(bool value) const {
   const Tensor t = value ? v_tensor() : k_tensor();
   const int64_t rows = t.shape[0] * kv_heads;
   std::vector<float> out(static_cast<size_t>(rows * head_dim));
-  if (!format.is_affine()) {
+  if (!format.is_affine() && !format.is_turbo()) {
     for (size_t i = 0; i < out.size(); ++i) {
       switch (dtype) {
         case DType::F32:
@@ -91,6 +111,24 @@ std::vector<float> ExtractedKv::Layer::dequantized(bool value) const {
         default:
           out[i] = f16_to_f32(t.ptr<const f16_t>()[i]);
           break;
+      }
+    }
+    return out;
+  }
+  if (format.is_turbo()) {
+    const int D = static_cast<int>(head_dim);
+    const int64_t groups = head_dim / kTurboGroup;
+    const auto* scales = reinterpret_cast<const f16_t*>((value ? v_scales : k_scales).data());
+    const auto* codes = t.ptr<const uint8_t>();
+    for (int64_t r = 0; r < rows; ++r) {
+      if (value) {
+        turbo_value_dequantize(codes + r * turbo_code_bytes(D, format.value_bits),
+                               scales + r * groups, D, format.value_bits,
+                               out.data() + r * head_dim);
+      } else {
+        turbo_key_dequantize(codes + r * turbo_code_bytes(D, format.bits), scales + r * groups,
+                             reinterpret_cast<const f16_t*>(k_biases.data()) + r * groups, D,
+                             format.bits, out.data() + r * head_dim);
       }
     }
     return out;
@@ -132,13 +170,15 @@ ExtractedKv PagedKvCache::extract(SequenceId seq) const {
     ExtractedKv::Layer& layer = out.layers[static_cast<size_t>(l)];
     layer.group = g;
     layer.format = grp.format;
-    layer.dtype = grp.format.is_affine() ? DType::U32 : grp.format.dtype;
+    layer.dtype = grp.format.is_turbo()    ? DType::U8
+                  : grp.format.is_affine() ? DType::U32
+                                           : grp.format.dtype;
     layer.kv_heads = grp.kv_heads;
     layer.head_dim = grp.head_dim;
     const auto& positions = out.positions[static_cast<size_t>(g)];
     const auto storage_slot = static_cast<size_t>(layout_.slot_of_layer[static_cast<size_t>(l)]);
-    const std::vector<Plane> ps = planes(g);
     for (bool value : {false, true}) {
+      const std::vector<Plane> ps = planes(g, value);
       const std::byte* base = region(g, storage_slot, value);
       for (size_t p = 0; p < ps.size(); ++p) {
         const size_t row = ps[p].token_bytes;
@@ -172,8 +212,8 @@ void PagedKvCache::save(SequenceId seq, const std::string& path) const {
     const ExtractedKv::Layer& layer = kv.layers[static_cast<size_t>(l)];
     if (layer.group < 0) continue;
     const int64_t n = static_cast<int64_t>(kv.positions[static_cast<size_t>(layer.group)].size());
-    const std::vector<PlaneFile> files = plane_files(group(layer.group));
     for (bool value : {false, true}) {
+      const std::vector<PlaneFile> files = plane_files(group(layer.group), value);
       for (size_t p = 0; p < files.size(); ++p) {
         tensors.push_back({"layer." + std::to_string(l) + (value ? ".v" : ".k") + files[p].suffix,
                            files[p].dtype,
@@ -272,7 +312,7 @@ SequenceId PagedKvCache::load(const std::string& path) {
                       " are available");
     for (int l : grp.layers) {
       for (const char* kv : {".k", ".v"}) {
-        for (const PlaneFile& pf : plane_files(grp)) {
+        for (const PlaneFile& pf : plane_files(grp, kv[1] == 'v')) {
           const std::string tname = "layer." + std::to_string(l) + kv + pf.suffix;
           const Tensor x = file.get(tname);
           RINGLM_USER_CHECK(x.dtype == pf.dtype && x.ndim == 3 &&
@@ -305,9 +345,9 @@ SequenceId PagedKvCache::load(const std::string& path) {
     if (!is_storage(g)) continue;
     const auto& pos = positions[static_cast<size_t>(g)];
     const auto storage_slot = static_cast<size_t>(layout_.slot_of_layer[static_cast<size_t>(l)]);
-    const std::vector<Plane> ps = planes(g);
-    const std::vector<PlaneFile> files = plane_files(group(g));
     for (bool value : {false, true}) {
+      const std::vector<Plane> ps = planes(g, value);
+      const std::vector<PlaneFile> files = plane_files(group(g), value);
       std::byte* base = region(g, storage_slot, value);
       for (size_t p = 0; p < ps.size(); ++p) {
         const Tensor x =

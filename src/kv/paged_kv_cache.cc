@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "kv/turbo_codec.h"
+
 namespace ringlm::kv {
 
 namespace {
@@ -31,8 +33,9 @@ PagedKvCache::~PagedKvCache() = default;
 size_t PagedKvCache::bytes_per_block(int g) const {
   const LayerGroup& grp = group(g);
   if (!is_storage(g)) return 0;
-  return 2 * grp.layers.size() * static_cast<size_t>(config_.block_tokens) *
-         grp.format.bytes_per_token(grp.kv_heads, grp.head_dim);
+  return grp.layers.size() * static_cast<size_t>(config_.block_tokens) *
+         (grp.format.bytes_per_token(grp.kv_heads, grp.head_dim, false) +
+          grp.format.bytes_per_token(grp.kv_heads, grp.head_dim, true));
 }
 
 int64_t PagedKvCache::cap_blocks(int g) const {
@@ -100,11 +103,14 @@ void PagedKvCache::split_budget() {
                       ", ", group(g).layers.size(), " layers) gets ", n, " blocks of ",
                       bytes_per_block(g), " bytes, needs at least 2");
     Storage& st = storage_[static_cast<size_t>(g)];
-    st.layer_tensor_bytes =
-        bytes_per_block(g) / (2 * group(g).layers.size()) * static_cast<size_t>(n);
+    const LayerGroup& grp = group(g);
+    const size_t tokens = static_cast<size_t>(config_.block_tokens) * static_cast<size_t>(n);
+    st.k_tensor_bytes = grp.format.bytes_per_token(grp.kv_heads, grp.head_dim, false) * tokens;
+    st.v_tensor_bytes = grp.format.bytes_per_token(grp.kv_heads, grp.head_dim, true) * tokens;
     // Left untouched: pages are committed only as blocks get written, so a large budget costs no
     // memory until it is used.
-    st.memory = DeviceMemory(config_.device, st.layer_tensor_bytes * 2 * group(g).layers.size());
+    st.memory =
+        DeviceMemory(config_.device, (st.k_tensor_bytes + st.v_tensor_bytes) * grp.layers.size());
     st.pool = std::make_unique<BlockPool>(n);
   }
 }
@@ -133,11 +139,18 @@ int PagedKvCache::table_group(int g) const {
   return is_storage(g) ? g : group(g).donor_group;
 }
 
-std::vector<PagedKvCache::Plane> PagedKvCache::planes(int g) const {
+std::vector<PagedKvCache::Plane> PagedKvCache::planes(int g, bool value) const {
   const LayerGroup& grp = group(g);
   const auto values = static_cast<size_t>(grp.kv_heads) * static_cast<size_t>(grp.head_dim);
   const size_t tokens = static_cast<size_t>(config_.block_tokens) *
                         static_cast<size_t>(storage_[static_cast<size_t>(g)].pool->num_blocks());
+  if (grp.format.is_turbo()) {
+    const size_t codes =
+        values * static_cast<size_t>(value ? grp.format.value_bits : grp.format.bits) / 8;
+    const size_t params = values / static_cast<size_t>(kTurboGroup) * dtype_size(DType::F16);
+    if (value) return {{0, codes}, {codes * tokens, params}};
+    return {{0, codes}, {codes * tokens, params}, {(codes + params) * tokens, params}};
+  }
   if (!grp.format.is_affine()) return {{0, values * dtype_size(grp.format.dtype)}};
   const size_t codes = values * static_cast<size_t>(grp.format.bits) / 8;
   const size_t params =
@@ -147,7 +160,8 @@ std::vector<PagedKvCache::Plane> PagedKvCache::planes(int g) const {
 
 std::byte* PagedKvCache::region(int g, size_t slot, bool value) const {
   const Storage& st = storage_[static_cast<size_t>(g)];
-  return st.memory.data() + st.layer_tensor_bytes * (2 * slot + (value ? 1 : 0));
+  return st.memory.data() + (st.k_tensor_bytes + st.v_tensor_bytes) * slot +
+         (value ? st.k_tensor_bytes : 0);
 }
 
 ops::KvLayerView PagedKvCache::layer_view(int layer) const {
@@ -160,13 +174,31 @@ ops::KvLayerView PagedKvCache::layer_view(int layer) const {
   std::byte* k = region(g, slot, false);
   std::byte* v = region(g, slot, true);
   ops::KvLayerView view;
+  if (grp.format.is_turbo()) {
+    const KvFormat& f = grp.format;
+    const std::vector<Plane> pk = planes(g, false), pv = planes(g, true);
+    const int64_t groups = grp.head_dim / kTurboGroup;
+    view.bits = f.bits;
+    view.value_bits = f.value_bits;
+    view.group_size = kTurboGroup;
+    view.k = Tensor(k, DType::U8, {n, bt, grp.kv_heads, grp.head_dim * f.bits / 8}, config_.device);
+    view.v = Tensor(v, DType::U8, {n, bt, grp.kv_heads, grp.head_dim * f.value_bits / 8},
+                    config_.device);
+    view.k_scales =
+        Tensor(k + pk[1].offset, DType::F16, {n, bt, grp.kv_heads, groups}, config_.device);
+    view.k_biases =
+        Tensor(k + pk[2].offset, DType::F16, {n, bt, grp.kv_heads, groups}, config_.device);
+    view.v_scales =
+        Tensor(v + pv[1].offset, DType::F16, {n, bt, grp.kv_heads, groups}, config_.device);
+    return view;
+  }
   if (!grp.format.is_affine()) {
     view.k = Tensor(k, grp.format.dtype, {n, bt, grp.kv_heads, grp.head_dim}, config_.device);
     view.v = Tensor(v, grp.format.dtype, {n, bt, grp.kv_heads, grp.head_dim}, config_.device);
     return view;
   }
   const KvFormat& f = grp.format;
-  const std::vector<Plane> p = planes(g);
+  const std::vector<Plane> p = planes(g, false);
   const int64_t words = grp.head_dim * f.bits / 32, groups = grp.head_dim / f.group_size;
   view.bits = f.bits;
   view.group_size = f.group_size;
@@ -188,7 +220,7 @@ void PagedKvCache::copy_block(int g, int32_t from, int32_t to) {
   for (size_t slot = 0; slot < group(g).layers.size(); ++slot) {
     for (bool value : {false, true}) {
       std::byte* base = region(g, slot, value);
-      for (const Plane& p : planes(g)) {
+      for (const Plane& p : planes(g, value)) {
         const size_t block = bt * p.token_bytes;
         copy_bytes(base + p.offset + static_cast<size_t>(to) * block, config_.device,
                    base + p.offset + static_cast<size_t>(from) * block, config_.device, block);

@@ -173,17 +173,19 @@ class PagedKvCache {
   };
   struct Storage {
     // [layers][K|V][planes][num_blocks, block_tokens, heads, ...]: dense formats have one plane
-    // (the values), affine formats three (codes, scales, biases).
+    // (the values), affine formats three (codes, scales, biases), turbo formats three for K
+    // (codes, scales, zero points) and two for V (codes, scales).
     DeviceMemory memory;
     std::unique_ptr<BlockPool> pool;
-    size_t layer_tensor_bytes = 0;  // one of K or V of one layer, all blocks, all planes
+    size_t k_tensor_bytes = 0;  // K of one layer, all blocks, all planes
+    size_t v_tensor_bytes = 0;  // V of one layer (differs from K for turbo formats)
   };
   // One plane of a K or V region: where it starts in the region, and the bytes of one token.
   struct Plane {
     size_t offset = 0;
     size_t token_bytes = 0;
   };
-  std::vector<Plane> planes(int g) const;
+  std::vector<Plane> planes(int g, bool value) const;
   // Start of K (value = false) or V of the storage slot `slot` of group g.
   std::byte* region(int g, size_t slot, bool value) const;
 

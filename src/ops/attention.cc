@@ -10,14 +10,47 @@
 #ifdef RINGLM_HAS_CUDA
 #include "backends/cuda/cuda_ops.h"
 #endif
+#include "kv/turbo_codec.h"
 #include "ops/check.h"
 #include "ops/ops.h"
 
 namespace ringlm::ops {
 
 namespace {
+// TurboQuant planes (ops.h): byte codes, f16 key scales / zero points and value scales.
+void check_turbo_view(const KvLayerView& kv, const char* op) {
+  const std::string k_what = std::string(op) + " kv.k", v_what = std::string(op) + " kv.v";
+  check_dtype(kv.k, DType::U8, k_what.c_str());
+  check_shape(kv.k, {-1, -1, -1, -1}, k_what.c_str());
+  detail::check_contiguous(kv.k, k_what.c_str());
+  RINGLM_CHECK(kv.k.shape[1] > 0 && kv.k.shape[2] > 0 && kv.k.shape[3] > 0, op,
+               ": empty K/V block layout ", kv.k.describe());
+  RINGLM_CHECK(kv.group_size == kv::kTurboGroup && kv.k.shape[3] * 8 % kv.bits == 0, op,
+               ": turbo KV view with group_size ", kv.group_size, " and key rows of ",
+               kv.k.shape[3], " bytes at ", kv.bits, " bits");
+  const int D = kv.head_dim();
+  kv::validate_turbo(kv.bits, kv.value_bits, D);
+  check_dtype(kv.v, DType::U8, v_what.c_str());
+  check_shape(kv.v, {kv.k.shape[0], kv.k.shape[1], kv.k.shape[2], D * kv.value_bits / 8},
+              v_what.c_str());
+  detail::check_contiguous(kv.v, v_what.c_str());
+  for (const auto& [plane, name] : {std::pair{&kv.k_scales, "k_scales"},
+                                    {&kv.k_biases, "k_biases (zero points)"},
+                                    {&kv.v_scales, "v_scales"}}) {
+    const std::string what = std::string(op) + " kv." + name;
+    check_dtype(*plane, DType::F16, what.c_str());
+    check_shape(*plane, {kv.k.shape[0], kv.k.shape[1], kv.k.shape[2], D / kv::kTurboGroup},
+                what.c_str());
+    detail::check_contiguous(*plane, what.c_str());
+  }
+}
+
 void check_kv_view(const KvLayerView& kv, const char* op) {
   const std::string k_what = std::string(op) + " kv.k", v_what = std::string(op) + " kv.v";
+  if (kv.turbo()) {
+    check_turbo_view(kv, op);
+    return;
+  }
   if (kv.affine()) {
     RINGLM_CHECK((kv.bits == 4 || kv.bits == 8) && (kv.group_size == 32 || kv.group_size == 64), op,
                  ": affine KV view with bits ", kv.bits, " and group_size ", kv.group_size,
@@ -111,6 +144,7 @@ void attention(const Tensor& q, const KvLayerView& kv, const AttentionRows& rows
 #ifdef RINGLM_HAS_CUDA
   if (dev == Device::CUDA) {
     RINGLM_USER_CHECK(!kv.affine(), "affine KV formats are not available on CUDA yet");
+    RINGLM_USER_CHECK(!kv.turbo(), "TurboQuant KV formats (turbo) are not available on CUDA yet");
     // Attention sinks (--max-kv-size keep) are CPU-only until the CUDA kernel learns them.
     RINGLM_USER_CHECK(
         params.sink_tokens == 0,
@@ -143,6 +177,7 @@ void kv_write(const Tensor& k, const Tensor& v, const Tensor& slots, KvLayerView
   // CUDA slots live on the device: the kernel checks them (reported by cuda::synchronize()).
   if (dev == Device::CUDA) {
     RINGLM_USER_CHECK(!kv.affine(), "affine KV formats are not available on CUDA yet");
+    RINGLM_USER_CHECK(!kv.turbo(), "TurboQuant KV formats (turbo) are not available on CUDA yet");
     return cuda::kv_write(k, v, slots, kv);
   }
 #endif

@@ -86,19 +86,32 @@ void softcap(Tensor& x, float cap);  // F32[M, N]
 // the MLX `affine` quantization, kv/affine_codec.h) hold per token and kv head the head_dim codes
 // packed LSB-first into uint32 words in k / v, and one scale and bias per group of `group_size`
 // values along head_dim in the scale/bias planes: value ≈ scale·code + bias.
+// TurboQuant views (value_bits > 0, kv/turbo_codec.h) hold `bits`-bit key codes and
+// `value_bits`-bit value codes as byte streams, f16 key scales and zero points (k_scales, k_biases:
+// k ≈ (code + zero)·scale) and f16 value scales; values are stored rotated (attention un-rotates
+// its output).
 struct KvLayerView {
   Tensor k;  // dense: F32|BF16|F16[num_blocks, block_tokens, kv_heads, head_dim]
              // affine: U32[num_blocks, block_tokens, kv_heads, head_dim·bits/32]
-  Tensor v;  // same shape and dtype as k
+             // turbo: U8[num_blocks, block_tokens, kv_heads, head_dim·bits/8]
+  Tensor v;  // dense, affine: same shape and dtype as k
+             // turbo: U8[num_blocks, block_tokens, kv_heads, head_dim·value_bits/8]
   // Affine only (empty when dense): BF16[num_blocks, block_tokens, kv_heads, head_dim/group_size]
+  // Turbo: k_scales, k_biases (zero points), v_scales F16[.., head_dim/32]; v_biases empty.
   // (default member initializers: `KvLayerView{k, v}` stays a complete dense view)
   Tensor k_scales{}, k_biases{}, v_scales{}, v_biases{};
-  int bits = 0;        // 0: dense; 4 or 8: affine codes
-  int group_size = 0;  // affine: values per scale/bias group (32 or 64)
-  bool affine() const { return bits > 0; }
+  int bits = 0;        // 0: dense; 4 or 8: affine codes; turbo: key bits (2, 4, 5, 8)
+  int group_size = 0;  // affine: values per scale/bias group (32 or 64); turbo: 32
+  int value_bits = 0;  // turbo only: value bits (2, 3, 4, 5, 8)
+  bool dense() const { return bits == 0; }
+  bool affine() const { return bits > 0 && value_bits == 0; }
+  bool turbo() const { return value_bits > 0; }
   int block_tokens() const { return static_cast<int>(k.shape[1]); }
   int kv_heads() const { return static_cast<int>(k.shape[2]); }
-  int head_dim() const { return static_cast<int>(affine() ? k.shape[3] * 32 / bits : k.shape[3]); }
+  int head_dim() const {
+    if (turbo()) return static_cast<int>(k.shape[3] * 8 / bits);
+    return static_cast<int>(affine() ? k.shape[3] * 32 / bits : k.shape[3]);
+  }
 };
 
 // Per-step row layout, shared by every layer of a step.
@@ -134,7 +147,9 @@ struct AttentionParams {
   int sink_tokens = 0;   // with window > 0: the first sink_tokens keys are always visible
 };
 // GQA: q head h reads kv head h / (q_heads / kv_heads). Online (flash-style) softmax in f32; an
-// affine view is dequantized key row by key row inside the kernel. Checks that query_start covers
+// affine view is dequantized key row by key row inside the kernel; a turbo view decodes keys and
+// rotated values per key row, accumulates the rotated values and un-rotates each output row once
+// (equal to attending over un-rotated values up to f32 rounding). Checks that query_start covers
 // [0, T) in order, context_len[r] >= the row's queries, and the blocks a row's context needs are
 // valid block ids. Rows with no queries are skipped. out may alias q.
 void attention(const Tensor& q,  // F32[T, q_heads, head_dim]
@@ -144,7 +159,8 @@ void attention(const Tensor& q,  // F32[T, q_heads, head_dim]
 // Writes this step's K/V: token t goes to slot slots[t] = block * block_tokens + offset, which must
 // be in [0, num_blocks * block_tokens) and distinct. f32 is rounded to the cache dtype (nearest
 // even); an affine view quantizes each (token, kv head) row as mx.quantize (float32, ties to even,
-// true group max) and rounds scale and bias to bf16.
+// true group max) and rounds scale and bias to bf16; a turbo view encodes each row as
+// kv/turbo_codec.h.
 void kv_write(const Tensor& k,      // F32[T, kv_heads, head_dim]
               const Tensor& v,      // F32[T, kv_heads, head_dim]
               const Tensor& slots,  // I32[T]

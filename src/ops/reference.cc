@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "kv/affine_codec.h"
+#include "kv/turbo_codec.h"
 
 namespace ringlm::ops::reference {
 
@@ -23,6 +24,24 @@ float kv_value(const KvLayerView& kv, bool value, int64_t slot, int64_t e) {
   const float scale = bf16_to_f32((value ? kv.v_scales : kv.k_scales).ptr<const bf16_t>()[gi]);
   const float bias = bf16_to_f32((value ? kv.v_biases : kv.k_biases).ptr<const bf16_t>()[gi]);
   return scale * static_cast<float>(code) + bias;
+}
+
+// Row (slot, kv head) of a TurboQuant view decoded as kv/turbo_codec.h: keys (code + zero)·scale,
+// values un-rotated at once (eager, where the kernel defers the rotation). F32[head_dim].
+std::vector<float> turbo_row(const KvLayerView& kv, bool value, int64_t row) {
+  const int D = kv.head_dim();
+  const int64_t groups = D / kv::kTurboGroup;
+  std::vector<float> out(static_cast<size_t>(D));
+  if (!value) {
+    kv::turbo_key_dequantize(kv.k.ptr<const uint8_t>() + row * kv::turbo_code_bytes(D, kv.bits),
+                             kv.k_scales.ptr<const f16_t>() + row * groups,
+                             kv.k_biases.ptr<const f16_t>() + row * groups, D, kv.bits, out.data());
+  } else {
+    kv::turbo_value_dequantize(
+        kv.v.ptr<const uint8_t>() + row * kv::turbo_code_bytes(D, kv.value_bits),
+        kv.v_scales.ptr<const f16_t>() + row * groups, D, kv.value_bits, out.data());
+  }
+  return out;
 }
 
 // MLX affine quantization of token t's rows into slot `slot` (reference kv_write).
@@ -204,6 +223,17 @@ void attention(const Tensor& q, const KvLayerView& kv, const AttentionRows& rows
       if (!needed[static_cast<size_t>(j)]) continue;
       const int64_t block = rows.block_table[int64_t{r} * rows.max_blocks + j / bt];
       const int64_t slot = block * bt + j % bt;
+      if (kv.turbo()) {
+        for (int64_t g = 0; g < KVH; ++g) {
+          const std::vector<float> kr = turbo_row(kv, false, slot * KVH + g);
+          const std::vector<float> vr = turbo_row(kv, true, slot * KVH + g);
+          for (int64_t d = 0; d < D; ++d) {
+            keys[static_cast<size_t>((j * KVH + g) * D + d)] = kr[static_cast<size_t>(d)];
+            vals[static_cast<size_t>((j * KVH + g) * D + d)] = vr[static_cast<size_t>(d)];
+          }
+        }
+        continue;
+      }
       for (int64_t e = 0; e < KVH * D; ++e) {
         keys[static_cast<size_t>(j * KVH * D + e)] = kv_value(kv, false, slot, e);
         vals[static_cast<size_t>(j * KVH * D + e)] = kv_value(kv, true, slot, e);
@@ -246,6 +276,21 @@ void kv_write(const Tensor& k, const Tensor& v, const Tensor& slots, KvLayerView
   const int64_t row = k.shape[1] * k.shape[2];
   for (int64_t t = 0; t < k.shape[0]; ++t) {
     const int64_t slot = slots.ptr<const int32_t>()[t];
+    if (kv.turbo()) {
+      const int64_t D = kv.head_dim(), groups = D / kv::kTurboGroup;
+      const int kb = kv::turbo_code_bytes(static_cast<int>(D), kv.bits);
+      const int vb = kv::turbo_code_bytes(static_cast<int>(D), kv.value_bits);
+      for (int64_t h = 0; h < kv.kv_heads(); ++h) {
+        const int64_t r = slot * kv.kv_heads() + h;
+        kv::turbo_key_quantize(k.ptr<const float>() + t * row + h * D, static_cast<int>(D), kv.bits,
+                               kv.k.ptr<uint8_t>() + r * kb, kv.k_scales.ptr<f16_t>() + r * groups,
+                               kv.k_biases.ptr<f16_t>() + r * groups);
+        kv::turbo_value_quantize(v.ptr<const float>() + t * row + h * D, static_cast<int>(D),
+                                 kv.value_bits, kv.v.ptr<uint8_t>() + r * vb,
+                                 kv.v_scales.ptr<f16_t>() + r * groups);
+      }
+      continue;
+    }
     if (kv.affine()) {
       quantize_token(k.ptr<const float>() + t * row, slot, kv, false);
       quantize_token(v.ptr<const float>() + t * row, slot, kv, true);

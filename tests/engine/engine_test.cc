@@ -17,8 +17,9 @@ using testing::Collector;
 using testing::fixture_model_dir;
 using testing::fixture_tokenizer;
 
-EngineConfig small_config() {
+EngineConfig small_config(const std::string& kv_format = "f32") {
   EngineConfig c;
+  c.runner.kv_format = kv::KvFormat::parse(kv_format);
   c.runner.kv_memory_bytes = size_t{8} << 20;
   c.runner.block_tokens = 16;
   c.runner.max_step_tokens = 64;
@@ -49,8 +50,8 @@ Request sampled_request(std::vector<int32_t> prompt, uint64_t seed, int64_t max_
 }
 
 // KV memory for about `blocks` blocks in each pool of the model's cache.
-size_t kv_bytes_for_blocks(models::Model& model, int blocks) {
-  Runner runner(model, small_config().runner);
+size_t kv_bytes_for_blocks(models::Model& model, int blocks, const std::string& kv_format) {
+  Runner runner(model, small_config(kv_format).runner);
   size_t bytes = 0;
   for (int g = 0; g < runner.cache().num_groups(); ++g) bytes += runner.cache().bytes_per_block(g);
   return bytes * static_cast<size_t>(blocks);
@@ -116,8 +117,10 @@ TEST(Engine, GreedyEqualsGenerateGreedy) {
 // The target requests run alone (a fresh engine each), then all together with other requests of
 // many lengths in an engine whose rows and KV are scarce: they queue, join and leave at
 // different steps, get preempted and recomputed, and reuse each other's cached prefixes.
-// (fixture, KV blocks per pool of the busy engine)
-class EngineInvariance : public ::testing::TestWithParam<std::tuple<std::string, int>> {};
+// (fixture, KV blocks per pool of the busy engine, KV format: turbo's prefix-cache hits must read
+// exactly the stored codes)
+class EngineInvariance
+    : public ::testing::TestWithParam<std::tuple<std::string, int, std::string>> {};
 
 TEST_P(EngineInvariance, RequestsAreIdenticalAloneAndInABusyEngine) {
   auto model = models::load_model(fixture_model_dir(std::get<0>(GetParam())));
@@ -133,8 +136,9 @@ TEST_P(EngineInvariance, RequestsAreIdenticalAloneAndInABusyEngine) {
     if (i % 5 == 2) r.sampling.temperature = 0.0f;
     requests.push_back(std::move(r));
   }
+  const std::string& kv_format = std::get<2>(GetParam());
   const auto run_alone = [&](const Request& r) {
-    EngineConfig c = small_config();
+    EngineConfig c = small_config(kv_format);
     c.enable_prefix_cache = false;
     Engine engine(*model, fixture_tokenizer(), c);
     Collector collector(engine);
@@ -144,12 +148,12 @@ TEST_P(EngineInvariance, RequestsAreIdenticalAloneAndInABusyEngine) {
   };
   std::vector<testing::RequestResult> alone;
   for (const auto& r : requests) alone.push_back(run_alone(r));
-  EngineConfig busy = small_config();
+  EngineConfig busy = small_config(kv_format);
   busy.runner.max_step_tokens = 24;
   busy.max_batch = 5;
   busy.runner.max_sequences = 4;
   // A few blocks per pool: far fewer than the requests need together.
-  busy.runner.kv_memory_bytes = kv_bytes_for_blocks(*model, std::get<1>(GetParam()));
+  busy.runner.kv_memory_bytes = kv_bytes_for_blocks(*model, std::get<1>(GetParam()), kv_format);
   Engine engine(*model, fixture_tokenizer(), busy);
   Collector collector(engine);
   for (const auto& r : requests) collector.submit(r);
@@ -195,8 +199,10 @@ TEST_P(EngineInvariance, RequestsAreIdenticalAloneAndInABusyEngine) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Layouts, EngineInvariance,
-                         ::testing::Values(std::tuple{"llama3", 12}, std::tuple{"mistral_sw", 8},
-                                           std::tuple{"gemma3", 12}));
+                         ::testing::Values(std::tuple{"llama3", 12, "f32"},
+                                           std::tuple{"mistral_sw", 8, "f32"},
+                                           std::tuple{"gemma3", 12, "f32"},
+                                           std::tuple{"gemma3", 12, "turbo"}));
 
 TEST(Engine, CancelFromACallbackFreesTheKv) {
   auto model = models::load_model(fixture_model_dir("llama3"));
@@ -259,7 +265,7 @@ TEST(Engine, RandomTrafficWithCancelsEndsCleanly) {
     c.runner.max_step_tokens = 20;
     c.max_batch = 6;
     c.runner.max_sequences = 3;
-    c.runner.kv_memory_bytes = kv_bytes_for_blocks(*model, 14);
+    c.runner.kv_memory_bytes = kv_bytes_for_blocks(*model, 14, "f32");
     Engine engine(*model, fixture_tokenizer(), c);
     Collector collector(engine);
     std::vector<Request> requests;

@@ -112,5 +112,40 @@ TEST(KvCli, AffineKvFormatsGenerateEqualsTheRunner) {
   }
 }
 
+// `generate --kv-format turbo` (and a kv_config.json with a turbo layer) = the runner in process,
+// and different from bf16 KV's run only through the quantization (the runner runs turbo too).
+TEST(KvCli, TurboKvFormatsGenerateEqualsTheRunner) {
+  const std::string dir = testing::kv_model_dir("random_d64");
+  const std::vector<int32_t> prompt = testing::kv_model_prompt("random_d64");
+  const std::string config = ::testing::TempDir() + "/turbo_kv_config.json";
+  std::ofstream(config) << R"({"default": "turbo", "layers": {"1": "turbo:k4v3"}})";
+  for (const bool from_file : {false, true}) {
+    auto model = models::load_model(dir);
+    engine::RunnerConfig rc;
+    rc.kv_memory_bytes = size_t{16} << 20;
+    if (from_file) {
+      rc.kv_formats = kv::load_kv_config(config);
+    } else {
+      rc.kv_format = kv::KvFormat::parse("turbo");
+    }
+    engine::Runner runner(*model, rc);
+    EXPECT_TRUE(runner.cache().group(0).format.is_turbo());
+    engine::GreedyOptions options;
+    options.max_new_tokens = 12;
+    const auto want = engine::generate_greedy(runner, {prompt}, options).tokens[0];
+    const Outcome out =
+        run("generate --model " + dir + " --prompt-tokens " + join(prompt) +
+                " --max-tokens 12 --kv-memory 16 " +
+                (from_file ? "--kv-config " + config : std::string("--kv-format turbo")),
+            true);
+    ASSERT_EQ(out.exit_code, 0) << out.output;
+    EXPECT_EQ(out.output.substr(0, out.output.find('\n')), join(want));
+  }
+  const Outcome bad =
+      run("generate --model " + dir + " --prompt-tokens 3 --max-tokens 1 --kv-format turbo:k3v3");
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.output.find("turbo:kXvY"), std::string::npos) << bad.output;
+}
+
 }  // namespace
 }  // namespace ringlm

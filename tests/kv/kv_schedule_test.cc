@@ -5,7 +5,9 @@
 // --max-kv-size 20 / keep 4 so that full-attention fixtures slide too); sliding groups stay
 // within their block cap and the pools end empty. Fork (copy-on-write) and save/load continue
 // exactly like the straight run. The same under the affine KV formats (int8 / int4, groups of
-// 32 on the fixtures whose head_dim allows it, groups of 64 on a random head_dim-64 Llama).
+// 32 on the fixtures whose head_dim allows it, groups of 64 on a random head_dim-64 Llama) and
+// the TurboQuant formats (turbo = k8v3 on the head_dim-32 fixtures and the head_dim-64 Llama,
+// turbo:k4v2 on the latter).
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -361,9 +363,11 @@ std::vector<std::tuple<std::string, bool, std::string>> cases() {
   std::vector<std::string> models = testing::all_fixtures();
   models.push_back("random_d64");
   for (const auto& m : models) {
-    for (const std::string format : {"f32", "int8-g32", "int4-g32", "int8-g64", "int4-g64"}) {
+    for (const std::string format :
+         {"f32", "int8-g32", "int4-g32", "int8-g64", "int4-g64", "turbo", "turbo:k4v2"}) {
       if (!testing::kv_format_fits(m, format)) continue;
       if (m == "random_d64" && format == "f32") continue;
+      if (format == "turbo:k4v2" && m != "random_d64") continue;  // one model for the 2nd width
       out.emplace_back(m, false, format);
       out.emplace_back(m, true, format);
     }
@@ -376,8 +380,11 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, KvSchedule, ::testing::ValuesIn(cases()),
                            std::string name = std::get<0>(param_info.param) +
                                               (std::get<1>(param_info.param) ? "_max_kv_20" : "");
                            const std::string& format = std::get<2>(param_info.param);
-                           if (format != "f32")
+                           if (format.rfind("turbo", 0) == 0) {
+                             name += "_turbo" + (format.size() > 5 ? "_" + format.substr(6) : "");
+                           } else if (format != "f32") {
                              name += "_" + format.substr(0, 4) + format.substr(5);
+                           }
                            return name;
                          });
 

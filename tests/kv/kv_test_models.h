@@ -45,14 +45,16 @@ inline std::vector<int32_t> kv_model_prompt(const std::string& name) {
   return ids;
 }
 
-// The model's head_dim allows the format (affine groups must divide head_dim).
+// The model's head_dim allows the format (affine groups must divide head_dim; turbo formats
+// need a power of two >= 32).
 inline bool kv_format_fits(const std::string& name, const std::string& format) {
   const kv::KvFormat f = kv::KvFormat::parse(format);
-  if (!f.is_affine()) return true;
+  if (!f.is_affine() && !f.is_turbo()) return true;
   const int head_dim = name == "random_d64" ? 64
                        : name == "gemma3" || name == "llama_linear" || name == "qwen3"
                            ? 32
                            : 16;  // the other fixtures have head_dim 16 or 24
+  if (f.is_turbo()) return head_dim >= 32 && (head_dim & (head_dim - 1)) == 0;
   return head_dim % f.group_size == 0;
 }
 

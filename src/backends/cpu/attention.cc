@@ -18,6 +18,11 @@
 // Affine K/V are dequantized (scale·code + bias, f32) key row by key row into the same per-chunk
 // f32 buffers the dense rows are widened into: the cache is never materialized densely, and a
 // key's f32 values depend only on its own codes, so batch invariance holds as for dense K/V.
+//
+// TurboQuant K/V (kv/turbo_codec.h) are decoded the same way, keys to (code + zero)·scale and
+// values to their *rotated* reconstruction centroid[code]·scale: attention is linear in V, so the
+// accumulator holds the rotated output, which is un-rotated (signs ⊙ H(o)/√d) once per query
+// head at the end instead of once per key (deferred inverse rotation).
 
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "backends/cpu/attention.cc"
@@ -45,6 +50,7 @@
 #include "backends/cpu/cpu_ops.h"
 #include "backends/cpu/scalar.h"
 #include "core/thread_pool.h"
+#include "kv/turbo_codec.h"
 
 #ifndef RINGLM_BACKENDS_CPU_ATTENTION_SHARED_
 #define RINGLM_BACKENDS_CPU_ATTENTION_SHARED_
@@ -65,7 +71,8 @@ struct AttentionArgs {
   DType kv_dtype;
   // Affine views only: BF16[num_blocks, block_tokens, kv_heads, D/group_size]
   const bf16_t *k_scales, *k_biases, *v_scales, *v_biases;
-  int bits;  // 0: dense
+  int bits;        // 0: dense; affine: code bits; turbo: key bits
+  int value_bits;  // turbo: value bits (its scale planes hold f16); 0 otherwise
   size_t group_size;
   size_t q_heads, kv_heads, D, block_tokens;
   const ops::AttentionRows* rows;
@@ -184,6 +191,34 @@ struct AffineRows {
     }
     hwy::Prefetch(k_scales + row * (D / group));
     hwy::Prefetch(v_scales + row * (D / group));
+  }
+};
+
+// K row and rotated V row (slot, kv head) of a TurboQuant cache, decoded to f32.
+struct TurboRows {
+  const uint8_t* k;
+  const uint8_t* v;
+  const f16_t *k_scales, *k_zeros, *v_scales;
+  size_t kv_heads, D;
+  int key_bits, value_bits;
+  HWY_INLINE void Load(DF, size_t slot, size_t g, float* HWY_RESTRICT dk,
+                       float* HWY_RESTRICT dv) const {
+    const size_t row = slot * kv_heads + g, groups = D / kv::kTurboGroup;
+    const size_t kb = D * static_cast<size_t>(key_bits) / 8;
+    const size_t vb = D * static_cast<size_t>(value_bits) / 8;
+    const int d = static_cast<int>(D);
+    kv::turbo_key_dequantize(k + row * kb, k_scales + row * groups, k_zeros + row * groups, d,
+                             key_bits, dk);
+    kv::turbo_value_dequantize_rotated(v + row * vb, v_scales + row * groups, d, value_bits, dv);
+  }
+  HWY_INLINE void Prefetch(size_t slot, size_t g) const {
+    const size_t row = slot * kv_heads + g;
+    const size_t kb = D * static_cast<size_t>(key_bits) / 8;
+    const size_t vb = D * static_cast<size_t>(value_bits) / 8;
+    for (size_t b = 0; b < kb; b += 64) hwy::Prefetch(k + row * kb + b);
+    for (size_t b = 0; b < vb; b += 64) hwy::Prefetch(v + row * vb + b);
+    hwy::Prefetch(k_scales + row * (D / kv::kTurboGroup));
+    hwy::Prefetch(v_scales + row * (D / kv::kTurboGroup));
   }
 };
 
@@ -356,6 +391,7 @@ void Task(const AttentionArgs& a, const KvRows& kv, Scratch& s, const AttentionT
       const float* acc = s.acc.get() + st * Dp;
       const float l = s.l[st];
       for (size_t d = 0; d < D; ++d) o[d] = acc[d] / l;
+      if (a.value_bits > 0) kv::turbo_unrotate(o, static_cast<int>(D), o);  // deferred rotation
     }
   }
 }
@@ -382,6 +418,19 @@ void AttentionTasksImpl(const AttentionArgs& a, size_t begin, size_t end) {
                                                a.group_size};
     for (size_t i = begin; i < end; ++i) Task(a, kv, s, a.tasks[i]);
   };
+  if (a.value_bits > 0) {
+    const TurboRows kv{static_cast<const uint8_t*>(a.k),
+                       static_cast<const uint8_t*>(a.v),
+                       a.k_scales,
+                       a.k_biases,
+                       a.v_scales,
+                       a.kv_heads,
+                       a.D,
+                       a.bits,
+                       a.value_bits};
+    for (size_t i = begin; i < end; ++i) Task(a, kv, s, a.tasks[i]);
+    return;
+  }
   if (a.bits == 8) return affine(std::integral_constant<int, 8>{});
   if (a.bits == 4) return affine(std::integral_constant<int, 4>{});
   switch (a.kv_dtype) {
@@ -426,6 +475,7 @@ void attention(const Tensor& q, const ops::KvLayerView& kv, const ops::Attention
                         kv.v_scales.ptr<const bf16_t>(),
                         kv.v_biases.ptr<const bf16_t>(),
                         kv.bits,
+                        kv.value_bits,
                         static_cast<size_t>(kv.group_size),
                         static_cast<size_t>(q.shape[1]),
                         static_cast<size_t>(kv_heads),

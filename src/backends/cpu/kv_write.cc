@@ -1,6 +1,7 @@
 // CPU K/V scatter: token t's K and V rows go to slot slots[t] of the paged cache, converted from
 // f32 to the cache dtype (round to nearest even, as torch's .to()), or quantized per (token, kv
-// head) row for an affine view (MLX affine, kv/affine_codec.h; scale and bias rounded to bf16).
+// head) row for an affine view (MLX affine, kv/affine_codec.h; scale and bias rounded to bf16)
+// or a TurboQuant view (kv/turbo_codec.h).
 #include <cstddef>
 #include <cstdint>
 #include <vector>
@@ -8,6 +9,7 @@
 #include "backends/cpu/cpu_ops.h"
 #include "core/thread_pool.h"
 #include "kv/affine_codec.h"
+#include "kv/turbo_codec.h"
 
 namespace ringlm::cpu {
 
@@ -53,10 +55,39 @@ void store_affine_token(const float* src,  // F32[kv_heads, head_dim]
   }
 }
 
+// Encodes the kv_heads K and V rows of one token into slot `slot` of a TurboQuant view.
+void store_turbo_token(const float* k,  // F32[kv_heads, head_dim]
+                       const float* v,  // F32[kv_heads, head_dim]
+                       size_t slot, const ops::KvLayerView& kv) {
+  const auto heads = static_cast<size_t>(kv.kv_heads());
+  const int D = kv.head_dim();
+  const auto kb = static_cast<size_t>(kv::turbo_code_bytes(D, kv.bits));
+  const auto vb = static_cast<size_t>(kv::turbo_code_bytes(D, kv.value_bits));
+  const auto groups = static_cast<size_t>(D / kv::kTurboGroup);
+  for (size_t h = 0; h < heads; ++h) {
+    const size_t row = slot * heads + h;
+    kv::turbo_key_quantize(k + h * static_cast<size_t>(D), D, kv.bits,
+                           kv.k.ptr<uint8_t>() + row * kb, kv.k_scales.ptr<f16_t>() + row * groups,
+                           kv.k_biases.ptr<f16_t>() + row * groups);
+    kv::turbo_value_quantize(v + h * static_cast<size_t>(D), D, kv.value_bits,
+                             kv.v.ptr<uint8_t>() + row * vb,
+                             kv.v_scales.ptr<f16_t>() + row * groups);
+  }
+}
+
 }  // namespace
 
 void kv_write(const Tensor& k, const Tensor& v, const Tensor& slots, ops::KvLayerView& kv) {
   const auto T = k.shape[0];
+  if (kv.turbo()) {
+    ThreadPool::global().parallel_for(T, 4, [&](int64_t b, int64_t e) {
+      for (int64_t t = b; t < e; ++t) {
+        const auto slot = static_cast<size_t>(slots.ptr<const int32_t>()[t]);
+        store_turbo_token(k.row<float>(t), v.row<float>(t), slot, kv);
+      }
+    });
+    return;
+  }
   if (kv.affine()) {
     const kv::AffineFormat format{kv.bits, kv.group_size};
     const auto heads = static_cast<size_t>(kv.kv_heads()), dim = static_cast<size_t>(kv.head_dim());

@@ -263,7 +263,7 @@ void launch_for_dtype(const AttnArgs& args, const RowsSummary& summary, int64_t 
 
 void run_attention(const Tensor& q, const ops::KvLayerView& kv, const ops::AttentionRows& drows,
                    const RowsSummary& summary, const ops::AttentionParams& params, Tensor& out) {
-  RINGLM_USER_CHECK(!kv.affine(), "affine KV formats are not available on CUDA yet");
+  RINGLM_USER_CHECK(kv.dense(), "affine and TurboQuant KV formats are not available on CUDA yet");
   const int64_t T = q.shape[0], QH = q.shape[1], D = q.shape[2];
   if (T == 0) return;
   RINGLM_CHECK(D <= kMaxHeadDim, "attention: head_dim ", D,

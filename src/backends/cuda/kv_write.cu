@@ -32,7 +32,7 @@ __global__ void kv_write_kernel(const float* k, const float* v, const int32_t* s
 }  // namespace
 
 void kv_write(const Tensor& k, const Tensor& v, const Tensor& slots, ops::KvLayerView& kv) {
-  RINGLM_USER_CHECK(!kv.affine(), "affine KV formats are not available on CUDA yet");
+  RINGLM_USER_CHECK(kv.dense(), "affine and TurboQuant KV formats are not available on CUDA yet");
   const int64_t T = k.shape[0], row = k.shape[1] * k.shape[2];
   if (T == 0 || row == 0) return;
   const int64_t capacity = kv.k.shape[0] * kv.k.shape[1];
