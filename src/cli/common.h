@@ -12,10 +12,10 @@ namespace ringlm::cli {
 // --threads N sizes the global thread pool (default: one per core).
 void apply_threads(const Args& args);
 // --kv-memory MiB, --max-step-tokens N, --kv-format f32|bf16|f16|int8-g32|int8-g64|int4-g32|
-// int4-g64|turbo|turbo:kXvY (every layer; turbo is TurboQuant k8v3, CPU only), --kv-config FILE (per-layer formats; default: the model directory's
-// kv_config.json when there is one and no --kv-format), --max-kv-size N (bounded KV: full layers
-// become sliding(N - keep) with --kv-keep K sink tokens, default 4). --kv-quant-start is refused
-// (not built yet).
+// int4-g64|turbo|turbo:kXvY (every layer; turbo is TurboQuant k8v3, CPU only), --kv-config FILE
+// (per-layer formats; default: the model directory's kv_config.json when there is one and no
+// --kv-format), --max-kv-size N (bounded KV: full layers become sliding(N - keep) with --kv-keep K
+// sink tokens, default 4). --kv-quant-start is refused (not built yet).
 engine::RunnerConfig runner_config(const Args& args);
 // --device cpu|cuda (default cpu): where the model's weights, KV and activations live.
 Device device_flag(const Args& args);
