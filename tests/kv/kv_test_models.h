@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include <unistd.h>
+
 #include "cli/commands.h"
 #include "kv/kv_format.h"
 #include "models/golden_util.h"
@@ -18,7 +20,10 @@ namespace ringlm::testing {
 inline std::string kv_model_dir(const std::string& name) {
   if (name != "random_d64") return fixture_model_dir(name);
   static const std::string dir = [] {
-    const std::string out = ::testing::TempDir() + "/ringlm_random_d64";
+    // Per process: ctest runs tests as parallel processes, and one process rewriting the
+    // checkpoint's config.json while another reads it fails the reader.
+    const std::string out =
+        ::testing::TempDir() + "/ringlm_random_d64_" + std::to_string(::getpid());
     const std::string config = out + ".config.json";
     {
       std::ofstream f(config);
