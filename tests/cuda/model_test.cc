@@ -37,15 +37,10 @@ TEST_P(GpuDecoderParity, GreedyContinuationMatchesTransformers) {
   RINGLM_REQUIRE_GPU();
   const Golden golden = testing::load_golden(GetParam());
   auto model = models::load_model(testing::fixture_model_dir(GetParam()), Device::CUDA);
-  engine::RunnerConfig rc;
-  rc.kv_memory_bytes = size_t{64} << 20;
-  rc.max_step_tokens = 32;  // forces a chunked prefill
-  engine::Runner runner(*model, rc);
-  engine::GreedyOptions options;
-  options.max_new_tokens = static_cast<int64_t>(golden.greedy.size());
-  const auto result = engine::generate_greedy(runner, {golden.prompt}, options);
-  EXPECT_EQ(result.tokens.at(0), golden.greedy);
-  EXPECT_EQ(runner.cache().used_blocks(), 0);
+  bool cache_empty = false;
+  EXPECT_EQ(testing::greedy_continuation(*model, golden.prompt, golden.greedy.size(), &cache_empty),
+            golden.greedy);
+  EXPECT_TRUE(cache_empty);
 }
 
 TEST_P(GpuDecoderParity, GpuEqualsCpuOnTheSameCheckpoint) {

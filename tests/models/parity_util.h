@@ -64,6 +64,22 @@ inline std::vector<float> prompt_logits(models::Model& model, const std::vector<
   return out;
 }
 
+// Greedy continuation of the golden prompt with a chunked prefill (32-token steps): the generated
+// ids, and whether the cache is empty afterwards.
+inline std::vector<int32_t> greedy_continuation(models::Model& model,
+                                                const std::vector<int32_t>& prompt,
+                                                size_t new_tokens, bool* cache_empty) {
+  engine::RunnerConfig rc;
+  rc.kv_memory_bytes = size_t{64} << 20;
+  rc.max_step_tokens = 32;  // forces a chunked prefill
+  engine::Runner runner(model, rc);
+  engine::GreedyOptions options;
+  options.max_new_tokens = static_cast<int64_t>(new_tokens);
+  const auto result = engine::generate_greedy(runner, {prompt}, options);
+  *cache_empty = runner.cache().used_blocks() == 0;
+  return result.tokens.at(0);
+}
+
 // max |a - b| over max |b|, per position of `vocab` logits; the worst position.
 inline float worst_relative_error(const std::vector<float>& a, const std::vector<float>& b,
                                   int64_t vocab) {
