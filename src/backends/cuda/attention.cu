@@ -20,6 +20,7 @@
 
 #include "backends/cuda/cuda_ops.h"
 #include "backends/cuda/device/common.cuh"
+#include "backends/cuda/device/kv_load.cuh"
 #include "backends/cuda/device_rows.h"
 
 namespace ringlm::cuda {
@@ -36,8 +37,6 @@ constexpr int kShortSplitMaxQueries = 1024;  // decode (row, head) pairs that st
 struct AttnArgs {
   const float* q;  // [T, q_heads, D]
   float* out;      // [T, q_heads, D]
-  const void* k;   // [num_blocks, block_tokens, kv_heads, D]
-  const void* v;
   const int32_t* query_start;  // device tables (ops::AttentionRows layout)
   const int32_t* context_len;
   const int32_t* block_table;
@@ -84,16 +83,14 @@ struct Partials {
 
 // Online softmax of (token t, head h) over keys [begin, end] (begin may exceed end: no keys).
 // Leaves each warp's partial in `sh` and synchronizes the block.
-template <typename KV, int kChunks>
-__device__ __forceinline__ void attend(const AttnArgs& a, int t, int h, const Query& qy, int begin,
-                                       int end, Partials<kChunks>& sh) {
+template <typename Kv, int kChunks>
+__device__ __forceinline__ void attend(const AttnArgs& a, const Kv& kv, int t, int h,
+                                       const Query& qy, int begin, int end,
+                                       Partials<kChunks>& sh) {
   const int g = h / (a.q_heads / a.kv_heads);
   const int lane = static_cast<int>(threadIdx.x) & 31, warp = static_cast<int>(threadIdx.x) >> 5;
   const int D = a.head_dim;
   const int32_t* table = a.block_table + static_cast<int64_t>(qy.row) * a.max_blocks;
-  const auto* kbase = static_cast<const KV*>(a.k);
-  const auto* vbase = static_cast<const KV*>(a.v);
-  const int64_t token_stride = static_cast<int64_t>(a.kv_heads) * D;
 
   const float* qrow = a.q + (static_cast<int64_t>(t) * a.q_heads + h) * D;
   float qr[kChunks], acc[kChunks];
@@ -107,15 +104,18 @@ __device__ __forceinline__ void attend(const AttnArgs& a, int t, int h, const Qu
   for (int j = begin + warp; j <= end; j += kWarps) {
     const int64_t slot =
         static_cast<int64_t>(table[j / a.block_tokens]) * a.block_tokens + j % a.block_tokens;
-    const int64_t off = slot * token_stride + static_cast<int64_t>(g) * D;
+    const int64_t row = slot * a.kv_heads + g;
     float dot = 0.0f, vr[kChunks];
 #pragma unroll
     for (int c = 0; c < kChunks; ++c) {
       const int d = lane + 32 * c;
       vr[c] = 0.0f;
       if (d < D) {
-        dot += qr[c] * device::to_f32(kbase[off + d]);
-        vr[c] = device::to_f32(vbase[off + d]);
+        float kx[1], vx[1];
+        kv.template key<1>(row, d, kx);
+        kv.template value<1>(row, d, vx);
+        dot += qr[c] * kx[0];
+        vr[c] = vx[0];
       }
     }
     dot = device::warp_sum(dot);
@@ -155,14 +155,14 @@ __device__ __forceinline__ float merge_weights(const Partials<kChunks>& sh, floa
 }
 
 // Rows with several queries (and decode rows when split_decode is off): all keys, one block.
-template <typename KV, int kChunks>
-__global__ void __launch_bounds__(kThreadsPerBlock) attention_kernel(const AttnArgs a) {
+template <typename Kv, int kChunks>
+__global__ void __launch_bounds__(kThreadsPerBlock) attention_kernel(const AttnArgs a, const Kv kv) {
   __shared__ Partials<kChunks> sh;
   const int t = static_cast<int>(blockIdx.x) / a.q_heads;
   const int h = static_cast<int>(blockIdx.x) % a.q_heads;
   const Query qy = locate(a, t);
   if (a.split_decode && qy.n == 1) return;
-  attend<KV, kChunks>(a, t, h, qy, qy.lo, qy.pos, sh);
+  attend<Kv, kChunks>(a, kv, t, h, qy, qy.lo, qy.pos, sh);
   float weight[kWarps], l_all;
   merge_weights(sh, weight, l_all);
   float* orow = a.out + (static_cast<int64_t>(t) * a.q_heads + h) * a.head_dim;
@@ -176,8 +176,9 @@ __global__ void __launch_bounds__(kThreadsPerBlock) attention_kernel(const AttnA
 
 // Split-K, first pass: block (row · q_heads + head, part) over keys of absolute positions
 // [p·S, (p + 1)·S) ∩ [lo, pos], p = lo / S + part, S = split_keys.
-template <typename KV, int kChunks>
-__global__ void __launch_bounds__(kThreadsPerBlock) attention_split_kernel(const AttnArgs a) {
+template <typename Kv, int kChunks>
+__global__ void __launch_bounds__(kThreadsPerBlock)
+    attention_split_kernel(const AttnArgs a, const Kv kv) {
   __shared__ Partials<kChunks> sh;
   const int r = static_cast<int>(blockIdx.x) / a.q_heads;
   const int h = static_cast<int>(blockIdx.x) % a.q_heads;
@@ -188,7 +189,7 @@ __global__ void __launch_bounds__(kThreadsPerBlock) attention_split_kernel(const
   const int p = qy.lo / S + static_cast<int>(blockIdx.y);
   if (p > qy.pos / S) return;  // this query has fewer parts
   const int begin = max(qy.lo, p * S), end = min(qy.pos, p * S + S - 1);
-  attend<KV, kChunks>(a, q0, h, qy, begin, end, sh);
+  attend<Kv, kChunks>(a, kv, q0, h, qy, begin, end, sh);
   float weight[kWarps], l_all;
   const float m_all = merge_weights(sh, weight, l_all);
   const int64_t part = (static_cast<int64_t>(r) * a.q_heads + h) * a.max_parts + blockIdx.y;
@@ -228,17 +229,18 @@ __global__ void __launch_bounds__(kThreadsPerBlock) attention_merge_kernel(const
   }
 }
 
-template <typename KV, int kChunks>
-void launch(const AttnArgs& args, const RowsSummary& summary, int64_t T, cudaStream_t stream) {
+template <typename Kv, int kChunks>
+void launch(const AttnArgs& args, const Kv& kv, const RowsSummary& summary, int64_t T,
+            cudaStream_t stream) {
   if (summary.other_rows > 0 || !args.split_decode) {
-    attention_kernel<KV, kChunks>
-        <<<static_cast<unsigned>(T * args.q_heads), kThreadsPerBlock, 0, stream>>>(args);
+    attention_kernel<Kv, kChunks>
+        <<<static_cast<unsigned>(T * args.q_heads), kThreadsPerBlock, 0, stream>>>(args, kv);
     check_launch("attention_kernel");
   }
   if (args.split_decode && summary.decode_rows > 0) {
     const dim3 grid(static_cast<unsigned>(args.num_rows * args.q_heads),
                     static_cast<unsigned>(args.max_parts));
-    attention_split_kernel<KV, kChunks><<<grid, kThreadsPerBlock, 0, stream>>>(args);
+    attention_split_kernel<Kv, kChunks><<<grid, kThreadsPerBlock, 0, stream>>>(args, kv);
     check_launch("attention_split_kernel");
     attention_merge_kernel<<<static_cast<unsigned>(args.num_rows * args.q_heads), kThreadsPerBlock,
                              0, stream>>>(args);
@@ -246,18 +248,18 @@ void launch(const AttnArgs& args, const RowsSummary& summary, int64_t T, cudaStr
   }
 }
 
-template <typename KV>
-void launch_for_dtype(const AttnArgs& args, const RowsSummary& summary, int64_t T,
-                      cudaStream_t stream) {
+template <typename Kv>
+void launch_for_format(const AttnArgs& args, const Kv& kv, const RowsSummary& summary, int64_t T,
+                       cudaStream_t stream) {
   const int D = args.head_dim;
   if (D <= 32) {
-    launch<KV, 1>(args, summary, T, stream);
+    launch<Kv, 1>(args, kv, summary, T, stream);
   } else if (D <= 64) {
-    launch<KV, 2>(args, summary, T, stream);
+    launch<Kv, 2>(args, kv, summary, T, stream);
   } else if (D <= 128) {
-    launch<KV, 4>(args, summary, T, stream);
+    launch<Kv, 4>(args, kv, summary, T, stream);
   } else {
-    launch<KV, 8>(args, summary, T, stream);
+    launch<Kv, 8>(args, kv, summary, T, stream);
   }
 }
 
@@ -274,8 +276,6 @@ void run_attention(const Tensor& q, const ops::KvLayerView& kv, const ops::Atten
   AttnArgs args{};
   args.q = q.ptr<const float>();
   args.out = out.ptr<float>();
-  args.k = kv.k.data;
-  args.v = kv.v.data;
   args.query_start = drows.query_start;
   args.context_len = drows.context_len;
   args.block_table = drows.block_table;
@@ -300,8 +300,11 @@ void run_attention(const Tensor& q, const ops::KvLayerView& kv, const ops::Atten
     args.part_ml = scratch;
     args.part_acc = scratch + 2 * slots;
   }
-  device::dispatch_float(
-      kv.k.dtype, [&]<typename KV>(KV*) { launch_for_dtype<KV>(args, summary, T, ctx.stream()); });
+  device::dispatch_float(kv.k.dtype, [&]<typename C>(C*) {
+    const device::DenseKvReader<C> reader{kv.k.ptr<const C>(), kv.v.ptr<const C>(),
+                                          static_cast<int>(D)};
+    launch_for_format(args, reader, summary, T, ctx.stream());
+  });
 }
 
 }  // namespace
