@@ -145,10 +145,6 @@ void attention(const Tensor& q, const KvLayerView& kv, const AttentionRows& rows
   if (dev == Device::CUDA) {
     RINGLM_USER_CHECK(!kv.affine(), "affine KV formats are not available on CUDA yet");
     RINGLM_USER_CHECK(!kv.turbo(), "TurboQuant KV formats (turbo) are not available on CUDA yet");
-    // Attention sinks (--max-kv-size keep) are CPU-only until the CUDA kernel learns them.
-    RINGLM_USER_CHECK(
-        params.sink_tokens == 0,
-        "attention sinks (--kv-keep with --max-kv-size) are not supported on CUDA yet");
     if (rows.device_mirror != nullptr)
       return cuda::attention(q, kv, *static_cast<const cuda::DeviceRows*>(rows.device_mirror),
                              params, out);

@@ -74,6 +74,7 @@ struct Config {
   DType dtype;
   int head_dim, q_heads, kv_heads, block_tokens, window;
   float softcap;
+  int sinks = 0;  // with a window: the first `sinks` keys stay visible
 };
 
 // Decode rows, a whole prompt, a chunk continuing a prompt, an empty row, a long decode row.
@@ -100,6 +101,7 @@ AttentionParams params_for(const Config& c) {
                           : 1.0f / std::sqrt(static_cast<float>(c.head_dim));
   p.softcap = c.softcap;
   p.window = c.window;
+  p.sink_tokens = c.sinks;
   return p;
 }
 
@@ -117,10 +119,14 @@ double tolerance(const Problem& p, const Config& c, const AttentionParams& param
   const int ctx = L.context_len[static_cast<size_t>(r)];
   const int pos = ctx - n + static_cast<int>(t) - L.query_start[static_cast<size_t>(r)];
   const int lo = c.window > 0 ? std::max(0, pos - c.window + 1) : 0;
+  const int sinks = c.window > 0 ? std::min(c.sinks, lo) : 0;  // sinks not already in the window
   const int g = static_cast<int>(h) / (c.q_heads / c.kv_heads);
   const int D = c.head_dim, bt = c.block_tokens;
   double delta = 0.0, vmax = 0.0;
-  for (int j = lo; j <= pos; ++j) {
+  std::vector<int> visible;
+  for (int j = 0; j < sinks; ++j) visible.push_back(j);
+  for (int j = lo; j <= pos; ++j) visible.push_back(j);
+  for (int j : visible) {
     const int64_t block = L.block_table[static_cast<size_t>(r) * L.max_blocks + j / bt];
     const int64_t off = ((block * bt + j % bt) * c.kv_heads + g) * D;
     double mag = 0.0, dot = 0.0;
@@ -134,14 +140,14 @@ double tolerance(const Problem& p, const Config& c, const AttentionParams& param
     if (c.softcap > 0) d_s += 6 * kEps * std::fabs(dot * params.scale);
     delta = std::max(delta, d_s);
   }
-  return vmax * (2.2 * delta + (2.0 * (pos - lo + 1) + 28) * kEps) + 1e-30;
+  return vmax * (2.2 * delta + (2.0 * static_cast<double>(visible.size()) + 28) * kEps) + 1e-30;
 }
 
 void check_config(const Config& c, uint32_t seed) {
   SCOPED_TRACE(::testing::Message()
                << testing::dtype_label(c.dtype) << " D=" << c.head_dim << " qh=" << c.q_heads
                << " kvh=" << c.kv_heads << " bt=" << c.block_tokens << " window=" << c.window
-               << " softcap=" << c.softcap);
+               << " softcap=" << c.softcap << " sinks=" << c.sinks);
   const Problem p(c, kRows, seed);
   const AttentionParams params = params_for(c);
   const int64_t T = p.layout.tokens();
@@ -180,22 +186,26 @@ TEST(CudaAttention, MatchesReferenceAcrossShapes) {
   for (DType dt : {DType::F32, DType::BF16, DType::F16}) {
     // Head dims of real models and odd ones (tails of the per-lane chunks).
     for (int D : {64, 128, 256, 5, 40, 96, 200}) {
-      // (q_heads, kv_heads, block_tokens, window, softcap): MHA, GQA 4 and 8, MQA; full and
-      // sliding windows; caps; block sizes 16, 5 and 1.
-      const Config cs[] = {{dt, D, 4, 4, 16, 0, 0.0f},  {dt, D, 8, 2, 5, 0, 0.0f},
-                           {dt, D, 8, 1, 16, 7, 0.0f},  {dt, D, 4, 4, 1, 50, 0.0f},
-                           {dt, D, 2, 1, 16, 0, 30.0f}, {dt, D, 8, 2, 5, 32, 20.0f}};
+      // (q_heads, kv_heads, block_tokens, window, softcap, sinks): MHA, GQA 2, 3, 4 and 8, MQA;
+      // full and sliding windows, with and without sinks; caps; block sizes 16, 5 and 1. GQA 3
+      // and odd head dims take the per-head decode kernel, the others the grouped one.
+      const Config cs[] = {{dt, D, 4, 4, 16, 0, 0.0f},    {dt, D, 8, 2, 5, 0, 0.0f},
+                           {dt, D, 8, 1, 16, 7, 0.0f},    {dt, D, 4, 4, 1, 50, 0.0f},
+                           {dt, D, 2, 1, 16, 0, 30.0f},   {dt, D, 8, 2, 5, 32, 20.0f},
+                           {dt, D, 6, 2, 16, 0, 0.0f},    {dt, D, 8, 4, 16, 24, 0.0f, 4},
+                           {dt, D, 6, 2, 5, 20, 0.0f, 3}, {dt, D, 16, 2, 16, 0, 0.0f}};
       for (const Config& c : cs) check_config(c, seed++);
     }
   }
 }
 
-// A long decode context (several thousand keys, windowed and not).
+// Long decode contexts (up to 128 parts of 64 keys, then longer parts), windowed and not, with
+// sinks.
 TEST(CudaAttention, LongContext) {
   RINGLM_REQUIRE_GPU();
   for (int window : {0, 1024}) {
-    const Config c{DType::BF16, 128, 32, 8, 16, window, 0.0f};
-    const std::vector<RowSpec> specs = {{1, 5000}, {1, 4097}, {3, 3000}};
+    const Config c{DType::BF16, 128, 32, 8, 16, window, 0.0f, window > 0 ? 4 : 0};
+    const std::vector<RowSpec> specs = {{1, 5000}, {1, 4097}, {3, 3000}, {1, 8193}, {1, 20000}};
     const Problem p(c, specs, 7);
     const AttentionParams params = params_for(c);
     const int64_t T = p.layout.tokens();
@@ -209,7 +219,8 @@ TEST(CudaAttention, LongContext) {
         const double tol = tolerance(p, c, params, t, h);
         for (int64_t d = 0; d < c.head_dim; ++d) {
           const int64_t i = (t * c.q_heads + h) * c.head_dim + d;
-          ASSERT_NEAR(out.f(i), ref.f(i), tol) << "window=" << window << " t=" << t << " h=" << h;
+          ASSERT_NEAR(out.f(i), ref.f(i), tol)
+              << "window=" << window << " t=" << t << " h=" << h << " d=" << d;
         }
       }
     }
@@ -220,29 +231,36 @@ TEST(CudaAttention, LongContext) {
 // batched result bit for bit: a row's output does not depend on what else is in the step.
 TEST(CudaAttention, BatchInvariant) {
   RINGLM_REQUIRE_GPU();
-  const Config c{DType::BF16, 128, 8, 2, 16, 0, 0.0f};
-  const Problem p(c, kRows, 11);
-  const AttentionParams params = params_for(c);
-  const int64_t T = p.layout.tokens();
-  OnDevice dq(p.q), dk(p.k), dv(p.v), dout(DType::F32, {T, c.q_heads, c.head_dim});
-  const KvLayerView view{dk.t(), dv.t()};
-  attention(dq.t(), view, p.layout.rows(), params, dout.t());
-  const Owned all = dout.to_host();
-  const Layout& L = p.layout;
-  for (size_t r = 0; r < L.context_len.size(); ++r) {
-    const int q0 = L.query_start[r], n = L.query_start[r + 1] - q0;
-    if (n == 0) continue;
-    const int32_t qs[2] = {0, n};
-    AttentionRows one;
-    one.num_rows = 1;
-    one.query_start = qs;
-    one.context_len = &L.context_len[r];
-    one.block_table = &L.block_table[r * static_cast<size_t>(L.max_blocks)];
-    one.max_blocks = L.max_blocks;
-    OnDevice alone(DType::F32, {n, c.q_heads, c.head_dim});
-    attention(dq.t().slice_rows(q0, q0 + n), view, one, params, alone.t());
-    ASSERT_TRUE(testing::bitwise_equal(alone.to_host().t(), all.t().slice_rows(q0, q0 + n)))
-        << "row " << r;
+  std::vector<RowSpec> specs = kRows;
+  specs.push_back({1, 9000});  // many decode parts
+  // The grouped decode kernel (GQA 4, 8 with sinks) and the per-head one (GQA 3).
+  for (const Config& c :
+       {Config{DType::BF16, 128, 8, 2, 16, 0, 0.0f}, Config{DType::BF16, 64, 8, 1, 16, 40, 0.0f, 4},
+        Config{DType::F16, 96, 6, 2, 16, 0, 0.0f}}) {
+    SCOPED_TRACE(::testing::Message() << "D=" << c.head_dim << " qh=" << c.q_heads);
+    const Problem p(c, specs, 11);
+    const AttentionParams params = params_for(c);
+    const int64_t T = p.layout.tokens();
+    OnDevice dq(p.q), dk(p.k), dv(p.v), dout(DType::F32, {T, c.q_heads, c.head_dim});
+    const KvLayerView view{dk.t(), dv.t()};
+    attention(dq.t(), view, p.layout.rows(), params, dout.t());
+    const Owned all = dout.to_host();
+    const Layout& L = p.layout;
+    for (size_t r = 0; r < L.context_len.size(); ++r) {
+      const int q0 = L.query_start[r], n = L.query_start[r + 1] - q0;
+      if (n == 0) continue;
+      const int32_t qs[2] = {0, n};
+      AttentionRows one;
+      one.num_rows = 1;
+      one.query_start = qs;
+      one.context_len = &L.context_len[r];
+      one.block_table = &L.block_table[r * static_cast<size_t>(L.max_blocks)];
+      one.max_blocks = L.max_blocks;
+      OnDevice alone(DType::F32, {n, c.q_heads, c.head_dim});
+      attention(dq.t().slice_rows(q0, q0 + n), view, one, params, alone.t());
+      ASSERT_TRUE(testing::bitwise_equal(alone.to_host().t(), all.t().slice_rows(q0, q0 + n)))
+          << "row " << r;
+    }
   }
 }
 

@@ -1,24 +1,29 @@
-// Causal GQA attention over paged K/V on the GPU (f32/bf16/f16 cache), online softmax in f32.
+// Causal GQA attention over paged K/V on the GPU, online softmax in f32. K/V are read through a
+// format reader (device/kv_load.cuh), so one kernel body serves every KV format.
 //
-// Core: a block of kWarps warps runs one (query token, query head) over a range of its keys.
-// Warp w walks keys j = begin + w, begin + w + kWarps, ... ≤ end, finding each through the row's
-// block table; lane l holds dims l, l + 32, ... of q, of the running output and of each K/V row
-// (coalesced loads). Per key: s = (q·k) · scale (soft-capped: cap · tanh(s / cap));
-// m' = max(m, s); l = l·e^(m−m') + e^(s−m'); acc = acc·e^(m−m') + e^(s−m')·v. The warps'
-// (m, l, acc) merge in shared memory in warp order.
+// Core: a block of kWarps warps runs one (query token, query head) over a range of its visible
+// keys (device::VisibleKeys: causal, window, attention sinks). Warp w walks keys i = begin + w,
+// begin + w + kWarps, ... < end, finding each through the row's block table; lane l holds dims
+// l, l + 32, ... of q, of the running output and of each K/V row. Per key: s = (q·k) · scale
+// (soft-capped: cap · tanh(s / cap)); m' = max(m, s); l = l·e^(m−m') + e^(s−m');
+// acc = acc·e^(m−m') + e^(s−m')·v. The warps' (m, l, acc) merge in shared memory in warp order.
 //
-// Two kernels use it, chosen per row (never per batch):
-// - rows with several queries (prefill chunks): one block per (token, head) over all its keys
-//   [lo, pos] (lo = pos − window + 1 with a window, else 0); out = acc / l.
-// - rows with one query (decode): split-K (flash decoding). The keys are cut at multiples of
-//   split_keys absolute positions; one block per (row, head, part) writes its partial (m, l, acc)
-//   and a second kernel merges the parts in order. Long contexts then fill the GPU at batch 1.
+// Kernels, chosen per row (never per batch):
+// - rows with several queries (prefill chunks): one block per (token, head) over all its keys;
+//   out = acc / l.
+// - rows with one query (decode): split-K (flash decoding) over parts of decode_split(count)
+//   visible keys. Usual shapes go to the GQA-grouped kernel (device/attention_decode.cuh: one
+//   block per (row, kv head, part) for all the kv head's query heads); others to
+//   attention_split_kernel here (one block per (row, head, part)). Both leave (m, l, acc) per
+//   part and device::grouped_decode_merge_kernel merges the parts in order.
 // Each query's output is a fixed sequence of operations on its own position, window and keys,
 // whatever else is in the step: a row's bits are the same alone or batched.
 #include <algorithm>
 #include <cstdint>
 
 #include "backends/cuda/cuda_ops.h"
+#include "backends/cuda/device/attention_common.cuh"
+#include "backends/cuda/device/attention_decode.cuh"
 #include "backends/cuda/device/common.cuh"
 #include "backends/cuda/device/kv_load.cuh"
 #include "backends/cuda/device_rows.h"
@@ -29,30 +34,12 @@ namespace {
 
 constexpr int kWarps = 4;
 constexpr int kThreadsPerBlock = kWarps * 32;
-// Keys per part of a decode query: short parts give few rows enough blocks to fill the GPU; many
-// rows fill it anyway, and longer parts then cost less merging.
-constexpr int kShortSplit = 128, kLongSplit = 512;
-constexpr int kShortSplitMaxQueries = 1024;  // decode (row, head) pairs that still use short parts
 
-struct AttnArgs {
-  const float* q;  // [T, q_heads, D]
-  float* out;      // [T, q_heads, D]
-  const int32_t* query_start;  // device tables (ops::AttentionRows layout)
-  const int32_t* context_len;
-  const int32_t* block_table;
-  int num_rows, max_blocks;
-  int q_heads, kv_heads, head_dim, block_tokens;
-  float scale, softcap;
-  int window;
-  bool split_decode;  // rows with one query go through the split-K kernels
-  int split_keys;     // keys per part (kShortSplit or kLongSplit)
-  int max_parts;      // parts per decode query (stride of the partials)
-  float* part_ml;     // [num_rows, q_heads, max_parts, 2]: m, l
-  float* part_acc;    // [num_rows, q_heads, max_parts, D]
-};
+using device::AttnArgs;
+using device::VisibleKeys;
 
 struct Query {
-  int row, n, pos, lo;  // its row, the row's query count, its position, its first key
+  int row, n, pos;  // its row, the row's query count, its position
 };
 
 __device__ Query locate(const AttnArgs& a, int t) {
@@ -71,7 +58,6 @@ __device__ Query locate(const AttnArgs& a, int t) {
   const int q0 = a.query_start[r];
   qy.n = a.query_start[r + 1] - q0;
   qy.pos = a.context_len[r] - qy.n + (t - q0);
-  qy.lo = a.window > 0 ? max(0, qy.pos - a.window + 1) : 0;
   return qy;
 }
 
@@ -81,11 +67,11 @@ struct Partials {
   float acc[kWarps][kChunks * 32];
 };
 
-// Online softmax of (token t, head h) over keys [begin, end] (begin may exceed end: no keys).
+// Online softmax of (token t, head h) over its visible keys [begin, end) (indices into `keys`).
 // Leaves each warp's partial in `sh` and synchronizes the block.
 template <typename Kv, int kChunks>
 __device__ __forceinline__ void attend(const AttnArgs& a, const Kv& kv, int t, int h,
-                                       const Query& qy, int begin, int end,
+                                       const Query& qy, const VisibleKeys& keys, int begin, int end,
                                        Partials<kChunks>& sh) {
   const int g = h / (a.q_heads / a.kv_heads);
   const int lane = static_cast<int>(threadIdx.x) & 31, warp = static_cast<int>(threadIdx.x) >> 5;
@@ -101,7 +87,8 @@ __device__ __forceinline__ void attend(const AttnArgs& a, const Kv& kv, int t, i
     acc[c] = 0.0f;
   }
   float m = -INFINITY, l = 0.0f;
-  for (int j = begin + warp; j <= end; j += kWarps) {
+  for (int i = begin + warp; i < end; i += kWarps) {
+    const int j = keys.position(i);
     const int64_t slot =
         static_cast<int64_t>(table[j / a.block_tokens]) * a.block_tokens + j % a.block_tokens;
     const int64_t row = slot * a.kv_heads + g;
@@ -156,13 +143,15 @@ __device__ __forceinline__ float merge_weights(const Partials<kChunks>& sh, floa
 
 // Rows with several queries (and decode rows when split_decode is off): all keys, one block.
 template <typename Kv, int kChunks>
-__global__ void __launch_bounds__(kThreadsPerBlock) attention_kernel(const AttnArgs a, const Kv kv) {
+__global__ void __launch_bounds__(kThreadsPerBlock)
+    attention_kernel(const AttnArgs a, const Kv kv) {
   __shared__ Partials<kChunks> sh;
   const int t = static_cast<int>(blockIdx.x) / a.q_heads;
   const int h = static_cast<int>(blockIdx.x) % a.q_heads;
   const Query qy = locate(a, t);
   if (a.split_decode && qy.n == 1) return;
-  attend<Kv, kChunks>(a, kv, t, h, qy, qy.lo, qy.pos, sh);
+  const VisibleKeys keys(qy.pos, a.window, a.sink_tokens);
+  attend<Kv, kChunks>(a, kv, t, h, qy, keys, 0, keys.count, sh);
   float weight[kWarps], l_all;
   merge_weights(sh, weight, l_all);
   float* orow = a.out + (static_cast<int64_t>(t) * a.q_heads + h) * a.head_dim;
@@ -174,8 +163,9 @@ __global__ void __launch_bounds__(kThreadsPerBlock) attention_kernel(const AttnA
   }
 }
 
-// Split-K, first pass: block (row · q_heads + head, part) over keys of absolute positions
-// [p·S, (p + 1)·S) ∩ [lo, pos], p = lo / S + part, S = split_keys.
+// Split-K for decode shapes the grouped kernel does not serve (device/attention_decode.cuh):
+// block (row · q_heads + head, part) over the visible keys [part·S, (part + 1)·S), S =
+// decode_split(count); device::grouped_decode_merge_kernel merges the parts.
 template <typename Kv, int kChunks>
 __global__ void __launch_bounds__(kThreadsPerBlock)
     attention_split_kernel(const AttnArgs a, const Kv kv) {
@@ -185,11 +175,11 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
   const int q0 = a.query_start[r];
   if (a.query_start[r + 1] - q0 != 1) return;
   const Query qy = locate(a, q0);
-  const int S = a.split_keys;
-  const int p = qy.lo / S + static_cast<int>(blockIdx.y);
-  if (p > qy.pos / S) return;  // this query has fewer parts
-  const int begin = max(qy.lo, p * S), end = min(qy.pos, p * S + S - 1);
-  attend<Kv, kChunks>(a, kv, q0, h, qy, begin, end, sh);
+  const VisibleKeys keys(qy.pos, a.window, a.sink_tokens);
+  const int split = device::decode_split(keys.count);
+  const int begin = static_cast<int>(blockIdx.y) * split;
+  if (begin >= keys.count) return;  // this query has fewer parts
+  attend<Kv, kChunks>(a, kv, q0, h, qy, keys, begin, min(keys.count, begin + split), sh);
   float weight[kWarps], l_all;
   const float m_all = merge_weights(sh, weight, l_all);
   const int64_t part = (static_cast<int64_t>(r) * a.q_heads + h) * a.max_parts + blockIdx.y;
@@ -206,29 +196,6 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
   }
 }
 
-// Split-K, second pass: block (row · q_heads + head) merges its parts in order.
-__global__ void __launch_bounds__(kThreadsPerBlock) attention_merge_kernel(const AttnArgs a) {
-  const int r = static_cast<int>(blockIdx.x) / a.q_heads;
-  const int h = static_cast<int>(blockIdx.x) % a.q_heads;
-  const int q0 = a.query_start[r];
-  if (a.query_start[r + 1] - q0 != 1) return;
-  const Query qy = locate(a, q0);
-  const int parts = qy.pos / a.split_keys - qy.lo / a.split_keys + 1;
-  const int64_t base = (static_cast<int64_t>(r) * a.q_heads + h) * a.max_parts;
-  float m_all = -INFINITY;
-  for (int p = 0; p < parts; ++p) m_all = fmaxf(m_all, a.part_ml[2 * (base + p)]);
-  float l_all = 0.0f;
-  for (int p = 0; p < parts; ++p)
-    l_all += a.part_ml[2 * (base + p) + 1] * expf(a.part_ml[2 * (base + p)] - m_all);
-  float* orow = a.out + (static_cast<int64_t>(q0) * a.q_heads + h) * a.head_dim;
-  for (int d = static_cast<int>(threadIdx.x); d < a.head_dim; d += kThreadsPerBlock) {
-    float o = 0.0f;
-    for (int p = 0; p < parts; ++p)
-      o += a.part_acc[(base + p) * a.head_dim + d] * expf(a.part_ml[2 * (base + p)] - m_all);
-    orow[d] = o / l_all;
-  }
-}
-
 template <typename Kv, int kChunks>
 void launch(const AttnArgs& args, const Kv& kv, const RowsSummary& summary, int64_t T,
             cudaStream_t stream) {
@@ -237,15 +204,18 @@ void launch(const AttnArgs& args, const Kv& kv, const RowsSummary& summary, int6
         <<<static_cast<unsigned>(T * args.q_heads), kThreadsPerBlock, 0, stream>>>(args, kv);
     check_launch("attention_kernel");
   }
-  if (args.split_decode && summary.decode_rows > 0) {
-    const dim3 grid(static_cast<unsigned>(args.num_rows * args.q_heads),
-                    static_cast<unsigned>(args.max_parts));
-    attention_split_kernel<Kv, kChunks><<<grid, kThreadsPerBlock, 0, stream>>>(args, kv);
-    check_launch("attention_split_kernel");
-    attention_merge_kernel<<<static_cast<unsigned>(args.num_rows * args.q_heads), kThreadsPerBlock,
-                             0, stream>>>(args);
-    check_launch("attention_merge_kernel");
+  if (!args.split_decode || summary.decode_rows == 0) return;
+  if (device::grouped_decode_supported(args.head_dim, args.q_heads / args.kv_heads)) {
+    device::launch_grouped_decode(args, kv, stream);
+    return;
   }
+  const dim3 grid(static_cast<unsigned>(args.num_rows * args.q_heads),
+                  static_cast<unsigned>(args.max_parts));
+  attention_split_kernel<Kv, kChunks><<<grid, kThreadsPerBlock, 0, stream>>>(args, kv);
+  check_launch("attention_split_kernel");
+  device::grouped_decode_merge_kernel<<<static_cast<unsigned>(args.num_rows * args.q_heads),
+                                        kThreadsPerBlock, 0, stream>>>(args);
+  check_launch("grouped_decode_merge_kernel");
 }
 
 template <typename Kv>
@@ -288,10 +258,9 @@ void run_attention(const Tensor& q, const ops::KvLayerView& kv, const ops::Atten
   args.scale = params.scale;
   args.softcap = params.softcap;
   args.window = params.window;
+  args.sink_tokens = params.sink_tokens;
   args.split_decode = true;
-  args.split_keys = summary.decode_rows * QH <= kShortSplitMaxQueries ? kShortSplit : kLongSplit;
-  args.max_parts =
-      std::max(1, (summary.max_decode_context + args.split_keys - 1) / args.split_keys);
+  args.max_parts = device::decode_parts_bound(summary.max_decode_context);
   if (summary.decode_rows > 0) {
     // Partials of every (row, head, part); rows that are not decode rows leave theirs unused.
     const int64_t slots = int64_t{drows.num_rows} * QH * args.max_parts;
