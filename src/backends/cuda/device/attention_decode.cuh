@@ -88,13 +88,16 @@ __global__ void __launch_bounds__(kDecodeThreads, kG <= 4 ? 4 : 2)
         static_cast<int64_t>(table[p / a.block_tokens]) * a.block_tokens + p % a.block_tokens;
     return slot * a.kv_heads + kvh;
   };
-  auto consume = [&](const float(&kx)[8], const float(&vx)[8]) {
+  // Every lane of the warp runs every iteration (the group sums are warp shuffles); a key group
+  // past the part's end computes on zeros and skips the update.
+  auto consume = [&](const float(&kx)[8], const float(&vx)[8], bool valid) {
 #pragma unroll
     for (int g = 0; g < kG; ++g) {
       float dot = 0.0f;
 #pragma unroll
       for (int i = 0; i < 8; ++i) dot += q[g][i] * kx[i];
       float s = group_sum<kLanes>(dot) * a.scale;
+      if (!valid) continue;
       if (a.softcap > 0.0f) s = a.softcap * tanhf(s / a.softcap);
       const float m_new = fmaxf(m[g], s);
       const float corr = expf(m[g] - m_new);  // 0 for the first key (m = -inf)
@@ -106,28 +109,25 @@ __global__ void __launch_bounds__(kDecodeThreads, kG <= 4 ? 4 : 2)
     }
   };
 
-  int i = first + group;
-  // Two keys in flight: both rows' loads are issued before either is consumed.
-  for (; i + kKeyGroups < last; i += 2 * kKeyGroups) {
-    const int64_t row0 = kv_row(i), row1 = kv_row(i + kKeyGroups);
+  // The warp's first key group has the most keys: its count drives the warp's loop. Two keys
+  // in flight per key group: both rows' loads are issued before either is consumed.
+  const int warp_offset = group % (32 / kLanes);
+  for (int i0 = first + group - warp_offset; i0 < last; i0 += 2 * kKeyGroups) {
+    const int i_a = i0 + warp_offset, i_b = i_a + kKeyGroups;
+    const bool valid_a = i_a < last, valid_b = i_b < last;
     float k0[8] = {}, v0[8] = {}, k1[8] = {}, v1[8] = {};
-    if (active) {
-      kv.template key<8>(row0, d0, k0);
-      kv.template key<8>(row1, d0, k1);
-      kv.template value<8>(row0, d0, v0);
-      kv.template value<8>(row1, d0, v1);
+    if (active && valid_a) {
+      const int64_t row = kv_row(i_a);
+      kv.template key<8>(row, d0, k0);
+      kv.template value<8>(row, d0, v0);
     }
-    consume(k0, v0);
-    consume(k1, v1);
-  }
-  if (i < last) {
-    const int64_t row0 = kv_row(i);
-    float k0[8] = {}, v0[8] = {};
-    if (active) {
-      kv.template key<8>(row0, d0, k0);
-      kv.template value<8>(row0, d0, v0);
+    if (active && valid_b) {
+      const int64_t row = kv_row(i_b);
+      kv.template key<8>(row, d0, k1);
+      kv.template value<8>(row, d0, v1);
     }
-    consume(k0, v0);
+    consume(k0, v0, valid_a);
+    consume(k1, v1, valid_b);
   }
 
   if (lane == 0) {
