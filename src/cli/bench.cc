@@ -9,6 +9,7 @@
 // anything.
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <random>
 
@@ -59,14 +60,54 @@ double kv_bytes_per_step(const kv::PagedKvCache& cache, const BenchShape& shape)
   return bytes * static_cast<double>(shape.batch);
 }
 
-// Synthetic-context decode: returns the best tokens/s over `repeat` runs of `gen` steps.
-double decode_at_context(engine::Runner& runner, const models::Model& model,
-                         const BenchShape& shape, double* best_step_ms) {
+// K/V bytes the pools hold now (blocks in use, every storage group).
+double kv_resident_bytes(const kv::PagedKvCache& cache) {
+  double bytes = 0;
+  for (int g = 0; g < cache.num_groups(); ++g) {
+    if (cache.table_group(g) == g)
+      bytes +=
+          static_cast<double>(cache.used_blocks(g)) * static_cast<double>(cache.bytes_per_block(g));
+  }
+  return bytes;
+}
+
+// K/V bytes of every storage group's pool (the --kv-memory budget, less the null blocks).
+double kv_pool_bytes(const kv::PagedKvCache& cache) {
+  double bytes = 0;
+  for (int g = 0; g < cache.num_groups(); ++g) {
+    if (cache.table_group(g) == g)
+      bytes += static_cast<double>(cache.num_blocks(g) - 1) *
+               static_cast<double>(cache.bytes_per_block(g));
+  }
+  return bytes;
+}
+
+// How many rows like the current ones the pools could hold: each storage group's pool divided by
+// its blocks per row, the tightest group deciding.
+double max_rows(const kv::PagedKvCache& cache, int64_t rows) {
+  double best = INFINITY;
+  for (int g = 0; g < cache.num_groups(); ++g) {
+    if (cache.table_group(g) != g || cache.used_blocks(g) == 0) continue;
+    const double per_row = static_cast<double>(cache.used_blocks(g)) / static_cast<double>(rows);
+    best = std::min(best, std::floor(static_cast<double>(cache.num_blocks(g) - 1) / per_row));
+  }
+  return best;
+}
+
+struct DecodeResult {
+  double tok_s = 0, step_ms = 0;
+  double resident_bytes = 0;  // K/V blocks the rows held at the end of a run
+  double max_rows = 0;        // rows of this shape the pools could hold
+};
+
+// Synthetic-context decode: the best tokens/s over `repeat` runs of `gen` steps.
+DecodeResult decode_at_context(engine::Runner& runner, const models::Model& model,
+                               const BenchShape& shape) {
+  DecodeResult result;
   auto& cache = runner.cache();
   cache.zero_storage();
   std::mt19937 rng(1234);
   std::uniform_int_distribution<int32_t> token(0, static_cast<int32_t>(model.vocab_size() - 1));
-  double best = 0;
   for (int64_t r = 0; r <= shape.repeat; ++r) {  // run 0 warms up
     std::vector<kv::SequenceId> seqs;
     std::vector<int32_t> next;
@@ -91,15 +132,17 @@ double decode_at_context(engine::Runner& runner, const models::Model& model,
     }
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    result.resident_bytes = kv_resident_bytes(cache);
+    result.max_rows = max_rows(cache, shape.batch);
     for (kv::SequenceId seq : seqs) cache.release(seq);
     if (r == 0) continue;
     const double tok_s = static_cast<double>(shape.batch * shape.gen) / seconds;
-    if (tok_s > best) {
-      best = tok_s;
-      *best_step_ms = seconds * 1e3 / static_cast<double>(shape.gen);
+    if (tok_s > result.tok_s) {
+      result.tok_s = tok_s;
+      result.step_ms = seconds * 1e3 / static_cast<double>(shape.gen);
     }
   }
-  return best;
+  return result;
 }
 
 }  // namespace
@@ -116,16 +159,23 @@ std::vector<int64_t> list_flag(const Args& args, const std::string& name, int64_
 nlohmann::json bench_one(engine::Runner& runner, models::Model& model, const BenchShape& shape) {
   nlohmann::json out = {{"batch", shape.batch}, {"gen", shape.gen}};
   if (shape.context > 0) {
-    double step_ms = 0;
-    const double tok_s = decode_at_context(runner, model, shape, &step_ms);
+    const DecodeResult decode = decode_at_context(runner, model, shape);
     const double kv_bytes = kv_bytes_per_step(runner.cache(), shape);
     const double moved = kv_bytes + static_cast<double>(model.weights().total_bytes());
     out["context"] = shape.context;
-    out["decode_tok_s"] = tok_s;
-    out["step_ms"] = step_ms;
+    out["decode_tok_s"] = decode.tok_s;
+    out["step_ms"] = decode.step_ms;
     out["kv_bytes_per_step"] = kv_bytes;
     out["bytes_per_step"] = moved;
-    out["achieved_gb_s"] = moved / (step_ms * 1e-3) / 1e9;
+    out["achieved_gb_s"] = moved / (decode.step_ms * 1e-3) / 1e9;
+    // Memory: what the rows held (sliding groups keep only their window's blocks) next to an
+    // all-full-attention cache of the same format, and how many such rows the pools could hold.
+    const double tokens = static_cast<double>(shape.batch * (shape.context + shape.gen));
+    out["kv_resident_bytes"] = decode.resident_bytes;
+    out["kv_full_attention_bytes"] =
+        tokens * static_cast<double>(kv_bytes_per_token(runner.cache()));
+    out["kv_pool_bytes"] = kv_pool_bytes(runner.cache());
+    out["max_rows_at_kv_memory"] = decode.max_rows;
     return out;
   }
   std::mt19937 rng(1234);
@@ -215,11 +265,15 @@ int run_bench(int argc, char** argv) {
       if (args.has("json")) {
         std::printf("%s\n", out.dump().c_str());
       } else if (context > 0) {
-        std::printf("%s %s batch=%lld context=%lld: decode %.2f tok/s, %.3f ms/step, %.1f GB/s\n",
-                    model->config().model_type.c_str(), device_name(device),
-                    static_cast<long long>(batch), static_cast<long long>(context),
-                    out["decode_tok_s"].get<double>(), out["step_ms"].get<double>(),
-                    out["achieved_gb_s"].get<double>());
+        std::printf(
+            "%s %s batch=%lld context=%lld: decode %.2f tok/s, %.3f ms/step, %.1f GB/s; KV held "
+            "%.1f MiB (all-full-attention %.1f MiB), %.0f such rows fit\n",
+            model->config().model_type.c_str(), device_name(device), static_cast<long long>(batch),
+            static_cast<long long>(context), out["decode_tok_s"].get<double>(),
+            out["step_ms"].get<double>(), out["achieved_gb_s"].get<double>(),
+            out["kv_resident_bytes"].get<double>() / 1048576.0,
+            out["kv_full_attention_bytes"].get<double>() / 1048576.0,
+            out["max_rows_at_kv_memory"].get<double>());
       } else {
         std::printf(
             "%s %s threads=%d batch=%lld prompt=%lld gen=%lld: prefill %.1f tok/s, decode %.2f "

@@ -5,7 +5,8 @@
 // A block's 128 threads form 128 / kLanes key groups of kLanes lanes; a key group walks the
 // part's keys i = first + group, first + group + kKeyGroups, ... (two keys in flight) and lane l
 // of it holds dims [8l, 8l + 8) of the kG queries, of their running outputs and of each key and
-// value row (read with N = 8 through the format's reader: one 16-byte load for bf16). Per key and
+// value row (read with N = 8 through the format's reader: one 16-byte load for bf16; 16-bit
+// formats are loaded one iteration ahead, packed). Per key and
 // head: s = q·k · scale (soft-capped), m' = max(m, s), l = l·e^(m−m') + e^(s−m'),
 // acc = acc·e^(m−m') + e^(s−m')·v. The key groups merge in shared memory in group order and the
 // block writes its part's (m, l, acc) per head; decode_merge_kernel merges the parts in order.
@@ -17,6 +18,7 @@
 
 #include "backends/cuda/device/attention_common.cuh"
 #include "backends/cuda/device/common.cuh"
+#include "backends/cuda/device/kv_load.cuh"
 
 namespace ringlm::cuda::device {
 
@@ -109,25 +111,66 @@ __global__ void __launch_bounds__(kDecodeThreads, kG <= 4 ? 4 : 2)
     }
   };
 
-  // The warp's first key group has the most keys: its count drives the warp's loop. Two keys
-  // in flight per key group: both rows' loads are issued before either is consumed.
+  // The warp's first key group has the most keys: its count drives the warp's loop. Each
+  // iteration consumes two keys per key group.
   const int warp_offset = group % (32 / kLanes);
-  for (int i0 = first + group - warp_offset; i0 < last; i0 += 2 * kKeyGroups) {
-    const int i_a = i0 + warp_offset, i_b = i_a + kKeyGroups;
-    const bool valid_a = i_a < last, valid_b = i_b < last;
-    float k0[8] = {}, v0[8] = {}, k1[8] = {}, v1[8] = {};
-    if (active && valid_a) {
-      const int64_t row = kv_row(i_a);
-      kv.template key<8>(row, d0, k0);
-      kv.template value<8>(row, d0, v0);
+  const int start = first + group - warp_offset;
+  if constexpr (has_raw8<Kv>()) {
+    // Software pipelined: the next iteration's two K/V rows are loaded (packed, 16 registers)
+    // before this iteration's are consumed, so loads stay in flight through the math.
+    struct Fetched {
+      uint4 k_a, v_a, k_b, v_b;
+      bool valid_a, valid_b;
+    };
+    auto fetch = [&](int i0) {
+      Fetched f;
+      const int i_a = i0 + warp_offset, i_b = i_a + kKeyGroups;
+      f.valid_a = i_a < last;
+      f.valid_b = i_b < last;
+      f.k_a = f.v_a = f.k_b = f.v_b = make_uint4(0, 0, 0, 0);
+      if (active && f.valid_a) {
+        const int64_t row = kv_row(i_a);
+        f.k_a = kv.raw_key8(row, d0);
+        f.v_a = kv.raw_value8(row, d0);
+      }
+      if (active && f.valid_b) {
+        const int64_t row = kv_row(i_b);
+        f.k_b = kv.raw_key8(row, d0);
+        f.v_b = kv.raw_value8(row, d0);
+      }
+      return f;
+    };
+    Fetched current = fetch(start);
+    for (int i0 = start; i0 < last; i0 += 2 * kKeyGroups) {
+      const Fetched next = fetch(i0 + 2 * kKeyGroups);
+      float kx[8], vx[8];
+      Kv::unpack8(current.k_a, kx);
+      Kv::unpack8(current.v_a, vx);
+      consume(kx, vx, current.valid_a);
+      Kv::unpack8(current.k_b, kx);
+      Kv::unpack8(current.v_b, vx);
+      consume(kx, vx, current.valid_b);
+      current = next;
     }
-    if (active && valid_b) {
-      const int64_t row = kv_row(i_b);
-      kv.template key<8>(row, d0, k1);
-      kv.template value<8>(row, d0, v1);
+  } else {
+    // Two keys in flight per key group: both rows' loads are issued before either is consumed.
+    for (int i0 = start; i0 < last; i0 += 2 * kKeyGroups) {
+      const int i_a = i0 + warp_offset, i_b = i_a + kKeyGroups;
+      const bool valid_a = i_a < last, valid_b = i_b < last;
+      float k0[8] = {}, v0[8] = {}, k1[8] = {}, v1[8] = {};
+      if (active && valid_a) {
+        const int64_t row = kv_row(i_a);
+        kv.template key<8>(row, d0, k0);
+        kv.template value<8>(row, d0, v0);
+      }
+      if (active && valid_b) {
+        const int64_t row = kv_row(i_b);
+        kv.template key<8>(row, d0, k1);
+        kv.template value<8>(row, d0, v1);
+      }
+      consume(k0, v0, valid_a);
+      consume(k1, v1, valid_b);
     }
-    consume(k0, v0, valid_a);
-    consume(k1, v1, valid_b);
   }
 
   if (lane == 0) {

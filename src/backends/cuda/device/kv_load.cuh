@@ -27,6 +27,16 @@ __device__ __forceinline__ void load8_16bit(const T* p, float (&x)[8]) {
   for (int i = 0; i < 8; ++i) x[i] = to_f32(h[i]);
 }
 
+// Whether a reader has the raw 8-dim path (kRaw8, raw_key8, raw_value8, unpack8).
+template <typename Kv>
+constexpr bool has_raw8() {
+  if constexpr (requires { Kv::kRaw8; }) {
+    return Kv::kRaw8;
+  } else {
+    return false;
+  }
+}
+
 // Dense F32 / BF16 / F16 rows: k, v [num_blocks, block_tokens, kv_heads, head_dim].
 template <typename T>
 struct DenseKvReader {
@@ -42,6 +52,21 @@ struct DenseKvReader {
   template <int N>
   __device__ __forceinline__ void value(int64_t row, int d0, float (&x)[N]) const {
     read<N>(v + row * head_dim + d0, x);
+  }
+
+  // Raw path for kernels that load ahead (16-bit formats): the 16 bytes of dims [d0, d0 + 8)
+  // stay packed in 4 registers until unpack8.
+  static constexpr bool kRaw8 = sizeof(T) == 2;
+  __device__ __forceinline__ uint4 raw_key8(int64_t row, int d0) const {
+    return *reinterpret_cast<const uint4*>(k + row * head_dim + d0);
+  }
+  __device__ __forceinline__ uint4 raw_value8(int64_t row, int d0) const {
+    return *reinterpret_cast<const uint4*>(v + row * head_dim + d0);
+  }
+  __device__ __forceinline__ static void unpack8(const uint4& raw, float (&x)[8]) {
+    const T* h = reinterpret_cast<const T*>(&raw);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) x[i] = to_f32(h[i]);
   }
 
  private:
