@@ -1,4 +1,5 @@
-// Causal GQA attention over paged K/V on the GPU (f32/bf16/f16 cache), online softmax in f32.
+// Causal GQA attention over paged K/V on the GPU (f32/bf16/f16 cache, or affine / TurboQuant codes
+// decoded in registers by the readers of device/kv_readers.cuh), online softmax in f32.
 //
 // Core: a block of kWarps warps runs one (query token, query head) over a range of its keys.
 // Warp w walks keys j = begin + w, begin + w + kWarps, ... ≤ end, finding each through the row's
@@ -20,8 +21,9 @@
 
 #include "backends/cuda/cuda_ops.h"
 #include "backends/cuda/device/common.cuh"
-#include "backends/cuda/device/kv_load.cuh"
+#include "backends/cuda/device/kv_readers.cuh"
 #include "backends/cuda/device_rows.h"
+#include "backends/cuda/quantized_kv.h"
 
 namespace ringlm::cuda {
 
@@ -265,7 +267,6 @@ void launch_for_format(const AttnArgs& args, const Kv& kv, const RowsSummary& su
 
 void run_attention(const Tensor& q, const ops::KvLayerView& kv, const ops::AttentionRows& drows,
                    const RowsSummary& summary, const ops::AttentionParams& params, Tensor& out) {
-  RINGLM_USER_CHECK(kv.dense(), "affine and TurboQuant KV formats are not available on CUDA yet");
   const int64_t T = q.shape[0], QH = q.shape[1], D = q.shape[2];
   if (T == 0) return;
   RINGLM_CHECK(D <= kMaxHeadDim, "attention: head_dim ", D,
@@ -300,11 +301,10 @@ void run_attention(const Tensor& q, const ops::KvLayerView& kv, const ops::Atten
     args.part_ml = scratch;
     args.part_acc = scratch + 2 * slots;
   }
-  device::dispatch_float(kv.k.dtype, [&]<typename C>(C*) {
-    const device::DenseKvReader<C> reader{kv.k.ptr<const C>(), kv.v.ptr<const C>(),
-                                          static_cast<int>(D)};
-    launch_for_format(args, reader, summary, T, ctx.stream());
-  });
+  device::with_kv_reader(
+      kv, [&](const auto& reader) { launch_for_format(args, reader, summary, T, ctx.stream()); });
+  // TurboQuant: the kernels accumulated rotated values; un-rotate each output row once.
+  if (kv.turbo()) turbo_unrotate_rows(out);
 }
 
 }  // namespace
