@@ -367,7 +367,9 @@ struct Problem {
   Layout layout;
   HostCache cache;
   Owned q;
-  std::vector<float> keys, values;  // codec-decoded rows (values in the accumulation domain)
+  // Codec-decoded rows: keys, values in the accumulation domain (TurboQuant: rotated) and, for
+  // TurboQuant, un-rotated.
+  std::vector<float> keys, values, plain_values;
   Problem(Format format, const Config& config, const std::vector<RowSpec>& specs, uint32_t seed)
       : c(config),
         f(format),
@@ -381,6 +383,11 @@ struct Problem {
     values.resize(keys.size());
     for (int64_t r = 0; r < rows; ++r)
       codec_decode(cache, r, keys.data() + r * D, values.data() + r * D);
+    plain_values = values;
+    if (f.turbo()) {
+      for (int64_t r = 0; r < rows; ++r)
+        kv::turbo_unrotate(plain_values.data() + r * D, c.head_dim, plain_values.data() + r * D);
+    }
   }
 
   // tests/ops/turbo_attention_test.cc's bound of the CPU kernel against the exact result over
@@ -398,7 +405,7 @@ struct Problem {
     const int g = static_cast<int>(h) / (c.q_heads / c.kv_heads);
     const int D = c.head_dim, bt = c.block_tokens;
     const float* qv = q.p<float>() + (t * c.q_heads + h) * D;
-    double max_dot_err = 0, max_score = 0, max_v = 0;
+    double max_dot_err = 0, max_score = 0, max_v = 0, max_rot = 0;
     for (int j = lo; j <= pos; ++j) {
       const int64_t slot =
           int64_t{L.block_table[static_cast<size_t>(r) * L.max_blocks + j / bt]} * bt + j % bt;
@@ -408,7 +415,9 @@ struct Problem {
         const double qk = double{qv[d]} * keys[static_cast<size_t>(off + d)];
         mag += std::fabs(qk);
         dot += qk;
-        max_v = std::max(max_v, double{std::fabs(values[static_cast<size_t>(off + d)])});
+        const auto i = static_cast<size_t>(off + d);
+        max_v = std::max({max_v, double{std::fabs(values[i])}, double{std::fabs(plain_values[i])}});
+        max_rot = std::max(max_rot, double{std::fabs(values[i])});
       }
       max_dot_err = std::max(max_dot_err, (D + 3) * kEps * mag * params.scale);
       max_score = std::max(max_score, std::fabs(dot * params.scale));
@@ -417,7 +426,7 @@ struct Problem {
     const double delta = max_dot_err + 4 * kEps * max_score + 2 * kEps;
     double bound =
         2 * max_v * (std::expm1(2 * delta) + 2 * (keys_seen + keys_seen / 32 + 3) * 2 * kEps);
-    if (f.turbo()) bound += 2 * (std::log2(D) + 2) * kEps * std::sqrt(D) * max_v;
+    if (f.turbo()) bound += 2 * (std::log2(D) + 2) * kEps * std::sqrt(D) * max_rot;
     return 2 * bound + 1e-30;
   }
 };
