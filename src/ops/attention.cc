@@ -143,8 +143,6 @@ void attention(const Tensor& q, const KvLayerView& kv, const AttentionRows& rows
   check_attention_rows(rows, q.shape[0], kv.k.shape[0], kv.block_tokens());
 #ifdef RINGLM_HAS_CUDA
   if (dev == Device::CUDA) {
-    RINGLM_USER_CHECK(!kv.affine(), "affine KV formats are not available on CUDA yet");
-    RINGLM_USER_CHECK(!kv.turbo(), "TurboQuant KV formats (turbo) are not available on CUDA yet");
     if (rows.device_mirror != nullptr)
       return cuda::attention(q, kv, *static_cast<const cuda::DeviceRows*>(rows.device_mirror),
                              params, out);
@@ -172,8 +170,6 @@ void kv_write(const Tensor& k, const Tensor& v, const Tensor& slots, KvLayerView
 #ifdef RINGLM_HAS_CUDA
   // CUDA slots live on the device: the kernel checks them (reported by cuda::synchronize()).
   if (dev == Device::CUDA) {
-    RINGLM_USER_CHECK(!kv.affine(), "affine KV formats are not available on CUDA yet");
-    RINGLM_USER_CHECK(!kv.turbo(), "TurboQuant KV formats (turbo) are not available on CUDA yet");
     return cuda::kv_write(k, v, slots, kv);
   }
 #endif

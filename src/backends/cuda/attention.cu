@@ -1,5 +1,6 @@
 // Causal GQA attention over paged K/V on the GPU, online softmax in f32. K/V are read through a
-// format reader (device/kv_load.cuh), so one kernel body serves every KV format.
+// format reader (device/kv_load.cuh: f32/bf16/f16; device/kv_readers.cuh picks affine or
+// TurboQuant readers that decode codes in registers), so one kernel body serves every KV format.
 //
 // Core: a block of kWarps warps runs one (query token, query head) over a range of its visible
 // keys (device::VisibleKeys: causal, window, attention sinks). Warp w walks keys i = begin + w,
@@ -25,8 +26,9 @@
 #include "backends/cuda/device/attention_common.cuh"
 #include "backends/cuda/device/attention_decode.cuh"
 #include "backends/cuda/device/common.cuh"
-#include "backends/cuda/device/kv_load.cuh"
+#include "backends/cuda/device/kv_readers.cuh"
 #include "backends/cuda/device_rows.h"
+#include "backends/cuda/quantized_kv.h"
 
 namespace ringlm::cuda {
 
@@ -235,7 +237,6 @@ void launch_for_format(const AttnArgs& args, const Kv& kv, const RowsSummary& su
 
 void run_attention(const Tensor& q, const ops::KvLayerView& kv, const ops::AttentionRows& drows,
                    const RowsSummary& summary, const ops::AttentionParams& params, Tensor& out) {
-  RINGLM_USER_CHECK(kv.dense(), "affine and TurboQuant KV formats are not available on CUDA yet");
   const int64_t T = q.shape[0], QH = q.shape[1], D = q.shape[2];
   if (T == 0) return;
   RINGLM_CHECK(D <= kMaxHeadDim, "attention: head_dim ", D,
@@ -269,11 +270,10 @@ void run_attention(const Tensor& q, const ops::KvLayerView& kv, const ops::Atten
     args.part_ml = scratch;
     args.part_acc = scratch + 2 * slots;
   }
-  device::dispatch_float(kv.k.dtype, [&]<typename C>(C*) {
-    const device::DenseKvReader<C> reader{kv.k.ptr<const C>(), kv.v.ptr<const C>(),
-                                          static_cast<int>(D)};
-    launch_for_format(args, reader, summary, T, ctx.stream());
-  });
+  device::with_kv_reader(
+      kv, [&](const auto& reader) { launch_for_format(args, reader, summary, T, ctx.stream()); });
+  // TurboQuant: the kernels accumulated rotated values; un-rotate each output row once.
+  if (kv.turbo()) turbo_unrotate_rows(out);
 }
 
 }  // namespace

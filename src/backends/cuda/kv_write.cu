@@ -1,10 +1,12 @@
 // kv_write on the GPU: token t's K/V rows go to cache slot slots[t], rounded to the cache dtype
-// (nearest even, as ops/reference.cc's f32_to_bf16 / f32_to_f16 for finite values). A slot
-// outside the cache skips the token and is reported by cuda::synchronize().
+// (nearest even, as ops/reference.cc's f32_to_bf16 / f32_to_f16 for finite values); affine and
+// TurboQuant views are quantized by kv_write_quantized.cu. A slot outside the cache skips the
+// token and is reported by cuda::synchronize().
 #include <cstdint>
 
 #include "backends/cuda/cuda_ops.h"
 #include "backends/cuda/device/common.cuh"
+#include "backends/cuda/quantized_kv.h"
 
 namespace ringlm::cuda {
 
@@ -32,7 +34,7 @@ __global__ void kv_write_kernel(const float* k, const float* v, const int32_t* s
 }  // namespace
 
 void kv_write(const Tensor& k, const Tensor& v, const Tensor& slots, ops::KvLayerView& kv) {
-  RINGLM_USER_CHECK(kv.dense(), "affine and TurboQuant KV formats are not available on CUDA yet");
+  if (!kv.dense()) return kv_write_quantized(k, v, slots, kv);  // kv_write_quantized.cu
   const int64_t T = k.shape[0], row = k.shape[1] * k.shape[2];
   if (T == 0 || row == 0) return;
   const int64_t capacity = kv.k.shape[0] * kv.k.shape[1];

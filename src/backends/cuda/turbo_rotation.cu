@@ -1,0 +1,71 @@
+// The deferred inverse rotation of TurboQuant attention outputs on the GPU: x = signs ⊙ H(x)/√d
+// per row, one warp per row, bit for bit kv::turbo_unrotate (same butterfly network and stage
+// order, the product (x·norm)·sign as the codec).
+#include <cstdint>
+
+#include "backends/cuda/cuda_ops.h"
+#include "backends/cuda/device/common.cuh"
+#include "backends/cuda/device/quant_common.cuh"
+#include "backends/cuda/quantized_kv.h"
+#include "kv/turbo_codec.h"
+
+namespace ringlm::cuda {
+
+namespace {
+
+constexpr int kWarpsPerBlock = 4;
+
+template <int kSlots>
+__global__ void __launch_bounds__(kWarpsPerBlock * 32)
+    unrotate_kernel(float* x,  // F32[rows, 32·kSlots]
+                    int64_t rows, const float* signs) {
+  constexpr int kDim = 32 * kSlots;
+  const int64_t r = int64_t{blockIdx.x} * kWarpsPerBlock + (threadIdx.x >> 5);
+  if (r >= rows) return;  // the whole warp
+  const int lane = static_cast<int>(threadIdx.x) & 31;
+  float* row = x + r * kDim;
+  float y[kSlots];
+#pragma unroll
+  for (int c = 0; c < kSlots; ++c) y[c] = row[c * 32 + lane];
+  device::warp_fwht<kSlots>(y);
+  const float norm = device::turbo_norm(kDim);
+#pragma unroll
+  for (int c = 0; c < kSlots; ++c)
+    row[c * 32 + lane] = __fmul_rn(__fmul_rn(y[c], norm), signs[c * 32 + lane]);
+}
+
+}  // namespace
+
+void turbo_unrotate_rows(Tensor& x) {
+  const int D = static_cast<int>(x.shape[x.ndim - 1]);
+  const int64_t rows = x.numel() / D;
+  if (rows == 0) return;
+  kv::validate_turbo(8, 3, D);  // head_dim only
+  const float* signs = turbo_signs_on_device(D);
+  Context& ctx = Context::get();
+  const auto blocks = static_cast<unsigned>((rows + kWarpsPerBlock - 1) / kWarpsPerBlock);
+  const auto launch = [&]<int kSlots>() {
+    unrotate_kernel<kSlots>
+        <<<blocks, kWarpsPerBlock * 32, 0, ctx.stream()>>>(x.ptr<float>(), rows, signs);
+  };
+  switch (D) {
+    case 32:
+      launch.template operator()<1>();
+      break;
+    case 64:
+      launch.template operator()<2>();
+      break;
+    case 128:
+      launch.template operator()<4>();
+      break;
+    case 256:
+      launch.template operator()<8>();
+      break;
+    default:  // 512
+      launch.template operator()<16>();
+      break;
+  }
+  check_launch("unrotate_kernel");
+}
+
+}  // namespace ringlm::cuda
