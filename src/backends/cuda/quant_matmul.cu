@@ -9,6 +9,9 @@
 // bias_g·Σx is added once per chunk. Then the block reduces its partial sums in a fixed order
 // (device/gemv_common.cuh) — so a row's result depends only on that row (batch invariance).
 // The 8-row bound is gemv.h's: FMAs per weight byte grow with M while codes are 4-8× denser.
+// Unmeasured so far (bench/gpu_quantized.sh): x is re-read from L1 per chunk (f32, 128 B per row
+// per 32 codes against 16 B of 4-bit codes per column), so with 4-bit codes and M > 2 the kernel
+// may be bound by L1 rather than HBM bandwidth; staging x as bf16 would halve that.
 //
 // More rows (prefill): column tiles of dequant(w), rounded to the scales' dtype, are written into
 // a scratch buffer of at most kDequantScratchBytes and handed to the dense cuda::matmul (cuBLAS):
