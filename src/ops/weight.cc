@@ -5,15 +5,14 @@
 #include <sstream>
 
 #include "backends/cpu/cpu_ops.h"
+#ifdef RINGLM_HAS_CUDA
+#include "backends/cuda/cuda_ops.h"
+#endif
 #include "kv/affine_codec.h"
 #include "ops/check.h"
 #include "ops/ops.h"
 
 namespace ringlm::ops {
-
-namespace {
-constexpr const char* kNoCuda = "MLX-quantized weights are not available on CUDA yet";
-}  // namespace
 
 Weight Weight::quantized(const QuantizedMatrix& q) {
   RINGLM_CHECK(q.bits != 0, "Weight::quantized: bits is 0");
@@ -64,8 +63,8 @@ void check_quantized(const QuantizedMatrix& q, const char* what) {
 void matmul(const Tensor& x, const Weight& w, const Tensor& bias, Tensor& y) {
   if (!w.is_quantized()) return matmul(x, w.dense(), bias, y);
   const QuantizedMatrix& q = w.quant();
-  const Device dev = detail::device_of("matmul", {&x, &q.codes, &q.scales, &q.biases, &bias, &y});
-  RINGLM_USER_CHECK(dev == Device::CPU, "matmul: ", kNoCuda);
+  [[maybe_unused]] const Device dev =
+      detail::device_of("matmul", {&x, &q.codes, &q.scales, &q.biases, &bias, &y});
   check_quantized(q, "matmul w");
   check_dtype(x, DType::F32, "matmul x");
   check_shape(x, {-1, q.cols()}, "matmul x");
@@ -82,6 +81,9 @@ void matmul(const Tensor& x, const Weight& w, const Tensor& bias, Tensor& y) {
   detail::check_no_overlap(y, x, "matmul y");
   for (const Tensor* t : {&q.codes, &q.scales, &q.biases})
     detail::check_no_overlap(y, *t, "matmul y");
+#ifdef RINGLM_HAS_CUDA
+  if (dev == Device::CUDA) return cuda::matmul_quantized(x, q, bias, y);
+#endif
   cpu::matmul_quantized(x, q, bias, y);
 }
 
@@ -89,7 +91,6 @@ void embedding(const Tensor& ids, const Weight& table, float scale, Tensor& out)
   if (!table.is_quantized()) return embedding(ids, table.dense(), scale, out);
   const QuantizedMatrix& q = table.quant();
   const Device dev = detail::device_of("embedding", {&ids, &q.codes, &q.scales, &q.biases, &out});
-  RINGLM_USER_CHECK(dev == Device::CPU, "embedding: ", kNoCuda);
   check_quantized(q, "embedding table");
   check_dtype(ids, DType::I32, "embedding ids");
   check_shape(ids, {-1}, "embedding ids");
@@ -99,11 +100,15 @@ void embedding(const Tensor& ids, const Weight& table, float scale, Tensor& out)
   detail::check_rows(out, "embedding out");
   RINGLM_CHECK(std::isfinite(scale), "embedding: scale ", scale, " is not finite");
   const int64_t vocab = q.rows();
-  for (int64_t m = 0; m < ids.shape[0]; ++m) {
+  // CUDA ids live on the device: the kernel checks them (reported by cuda::synchronize()).
+  for (int64_t m = 0; dev == Device::CPU && m < ids.shape[0]; ++m) {
     const int32_t id = ids.ptr<const int32_t>()[m];
     RINGLM_CHECK(id >= 0 && id < vocab, "embedding: token id ", id, " at index ", m,
                  " is outside the vocabulary [0, ", vocab, ")");
   }
+#ifdef RINGLM_HAS_CUDA
+  if (dev == Device::CUDA) return cuda::embedding_quantized(ids, q, scale, out);
+#endif
   cpu::embedding_quantized(ids, q, scale, out);
 }
 

@@ -11,6 +11,7 @@
 #include "ops/ops.h"
 #include "ops/reference.h"
 #include "ops/weight.h"
+#include "quant_fixture.h"
 
 namespace ringlm::ops {
 namespace {
@@ -18,32 +19,7 @@ namespace {
 using testing::for_each_simd_target;
 using testing::kEps;
 using testing::Owned;
-
-// A random quantized [N, K] matrix: random code words (every code value occurs) and scales and
-// biases in the given dtype.
-struct QuantFixture {
-  Owned codes, scales, biases;
-  QuantizedMatrix q;
-  QuantFixture(int64_t N, int64_t K, int bits, int group, DType sdtype, uint32_t seed)
-      : codes(DType::U32, {N, K * bits / 32}),
-        scales(sdtype, {N, K / group}),
-        biases(sdtype, {N, K / group}) {
-    std::mt19937 rng(seed);
-    for (int64_t i = 0; i < codes.t().numel(); ++i)
-      codes.p<uint32_t>()[i] = static_cast<uint32_t>(rng());
-    testing::fill_uniform(scales, seed + 1, -0.1f, 0.1f);
-    testing::fill_uniform(biases, seed + 2, -0.5f, 0.5f);
-    q = {codes.t(), scales.t(), biases.t(), bits, group};
-  }
-  // dequant(q) as a dense F32 [N, K] matrix.
-  Owned dense() const {
-    Owned d(DType::F32, {q.rows(), q.cols()});
-    for (int64_t n = 0; n < q.rows(); ++n)
-      for (int64_t k = 0; k < q.cols(); ++k)
-        d.p<float>()[n * q.cols() + k] = reference::dequantized_at(q, n, k);
-    return d;
-  }
-};
+using testing::QuantFixture;
 
 const int kBits[] = {2, 3, 4, 5, 6, 8};
 const int kGroups[] = {32, 64, 128};

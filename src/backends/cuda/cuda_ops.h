@@ -10,6 +10,7 @@
 
 #include "core/tensor.h"
 #include "ops/ops.h"
+#include "ops/weight.h"
 
 namespace ringlm::cuda {
 
@@ -24,9 +25,28 @@ void matmul(const Tensor& x,     // F32[M, K], rows may be strided
             const Tensor& bias,  // F32|BF16|F16[N] or empty
             Tensor& y);          // F32[M, N], rows may be strided
 
+// MLX affine-quantized w (ops/weight.h; the caller ran ops::check_quantized). Precision — not the
+// CPU's bit-exact "dense matmul on dequant(w)", but within f32 rounding of it:
+//  - M <= 8 (decode, fused GEMV): x stays f32 and the codes q are exact; per 8 codes of a group
+//    s·Σ x·q, per 32 codes + b·Σ x, all in f32 in an order fixed by K (batch-invariant). Against
+//    the exact Σ_k x_k·(s·q_k + b) the error is within f32 rounding of Σ_k |x_k|·(|s·q_k| + |b|).
+//  - M > 8 (prefill): w = s·q + b rounded as MLX (a multiply, then an add), then rounded to the
+//    scales' dtype (bf16: relative 2^-9 per weight; exact for F32 scales) into a column tile of
+//    scratch, and the dense matmul above runs on it (x rounded to that dtype too).
+// So a row's result differs in its last bits between the two paths.
+void matmul_quantized(const Tensor& x,                // F32[M, K], rows may be strided
+                      const ops::QuantizedMatrix& w,  // [N, K]
+                      const Tensor& bias,             // F32|BF16|F16[N] or empty
+                      Tensor& y);                     // F32[M, N], rows may be strided
+
 void embedding(const Tensor& ids,          // I32[M] (device-checked against V)
                const Tensor& table,        // F32|BF16|F16[V, H]
                float scale, Tensor& out);  // F32[M, H]
+// Same for a quantized table: each looked-up row dequantized in f32 exactly as on the CPU
+// (s·q, then + b, then · scale unless scale is 1), so the rows equal the CPU's bit for bit.
+void embedding_quantized(const Tensor& ids,                  // I32[M] (device-checked against V)
+                         const ops::QuantizedMatrix& table,  // [V, H]
+                         float scale, Tensor& out);          // F32[M, H]
 
 void rms_norm(const Tensor& x,                                 // F32[M, H]
               const Tensor& weight,                            // F32|BF16|F16[H]

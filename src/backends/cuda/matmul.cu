@@ -4,12 +4,14 @@
 // so one cublasGemmEx(T, N) with m = N, n = M reads both operands in place. The bias is written
 // into y first and the GEMM accumulates onto it (beta = 1): any bias dtype, no extra pass.
 // Low-precision weights: x is rounded to the weights' dtype into scratch, then a tensor-core GEMM
-// with f32 accumulation (CUBLAS_COMPUTE_32F) writes f32 y.
+// with f32 accumulation (CUBLAS_COMPUTE_32F) writes f32 y. Up to kGemvMaxRows rows of BF16/F16
+// weights go to the decode GEMV instead (gemv.h): same contract, its own fixed summation order.
 #include <climits>
 #include <cstdint>
 
 #include "backends/cuda/cuda_ops.h"
 #include "backends/cuda/device/common.cuh"
+#include "backends/cuda/gemv.h"
 
 namespace ringlm::cuda {
 
@@ -51,17 +53,12 @@ cudaDataType_t cuda_type(DType dtype) {
   }
 }
 
-// Leading dimension of a row-major matrix view: its row stride (any value >= cols when rows <= 1).
-int64_t leading_dim(const Tensor& t) {
-  const int64_t cols = t.shape[1];
-  return t.shape[0] <= 1 ? (t.strides[0] >= cols ? t.strides[0] : cols) : t.strides[0];
-}
-
 }  // namespace
 
 void matmul(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& y) {
   const int64_t M = x.shape[0], K = x.shape[1], N = w.shape[0];
   if (M == 0 || N == 0) return;
+  if (gemv_applies(x, w)) return gemv(x, w, bias, y);  // decode: gemv.h
   Context& ctx = Context::get();
   const int64_t ldx = leading_dim(x), ldy = leading_dim(y);
   RINGLM_CHECK(M <= INT_MAX && N <= INT_MAX && K <= INT_MAX && ldx <= INT_MAX && ldy <= INT_MAX,

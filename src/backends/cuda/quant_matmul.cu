@@ -1,0 +1,279 @@
+// matmul with MLX affine-quantized weights on the GPU: y = x · dequant(w)ᵀ (+ bias), as
+// cuda_ops.h documents (precision contract there).
+//
+// Up to kQuantGemvMaxRows rows (decode): a fused-dequant GEMV that streams the packed codes once.
+// A block owns kCols = 4 output columns and all M rows; its 128 threads split K into chunks of 32
+// codes (BITS words: one 16-byte load for 4-bit, two for 8-bit), thread t taking chunks
+// t, t + 128, ... Per chunk and column it unpacks 8 codes at a time in registers, forms the
+// 8-term dot product with x (f32), and folds it in with the group's scale; the bias term
+// bias_g·Σx is added once per chunk. Then the block reduces its partial sums in a fixed order
+// (device/gemv_common.cuh) — so a row's result depends only on that row (batch invariance).
+// The 8-row bound is gemv.h's: FMAs per weight byte grow with M while codes are 4-8× denser.
+// Unmeasured so far (bench/gpu_quantized.sh): x is re-read from L1 per chunk (f32, 128 B per row
+// per 32 codes against 16 B of 4-bit codes per column), so with 4-bit codes and M > 2 the kernel
+// may be bound by L1 rather than HBM bandwidth; staging x as bf16 would halve that.
+//
+// More rows (prefill): column tiles of dequant(w), rounded to the scales' dtype, are written into
+// a scratch buffer of at most kDequantScratchBytes and handed to the dense cuda::matmul (cuBLAS):
+// the whole tensor is never materialized.
+#include <algorithm>
+#include <cstdint>
+
+#include "backends/cuda/cuda_ops.h"
+#include "backends/cuda/device/affine_unpack.cuh"
+#include "backends/cuda/device/common.cuh"
+#include "backends/cuda/device/gemv_common.cuh"
+#include "backends/cuda/gemv.h"
+
+namespace ringlm::cuda {
+
+namespace {
+
+using device::AnyFloat;
+using device::kCodesPerChunk;
+
+constexpr int64_t kQuantGemvMaxRows = 8;
+constexpr int kThreads = 128;
+constexpr int kCols = 4;
+constexpr int kSub = 8;  // codes unpacked (and x values loaded) at a time
+constexpr size_t kDequantScratchBytes = size_t{64} << 20;
+
+struct QuantArgs {
+  const uint32_t* codes;  // U32[N, row_words]
+  int64_t row_words;      // K·bits/32
+  AnyFloat scales;        // [N, groups]
+  AnyFloat biases;        // [N, groups]
+  int64_t groups;
+  int chunk_group_shift;  // log2(group_size / 32): chunk index >> shift = group index
+  int64_t N, K;
+};
+
+struct GemvArgs {
+  QuantArgs w;
+  const float* x;  // F32[M, K], row stride ldx
+  int64_t ldx;
+  bool x_vec;     // every x row 16-byte aligned: float4 loads
+  AnyFloat bias;  // [N] or null
+  float* y;       // F32[M, N], row stride ldy
+  int64_t ldy;
+};
+
+// acc[m][c] += s_c·Σ_j x[m][FIRST+j]·q_c[FIRST+j] over 8 codes; sx[m] += Σ_j x[m][FIRST+j].
+template <int BITS, int M, int FIRST>
+__device__ __forceinline__ void accumulate_sub(const GemvArgs& a, const float* x_chunk,
+                                               const uint32_t (&words)[kCols][BITS],
+                                               const float (&scale)[kCols], float (&sx)[M],
+                                               float (&acc)[M][kCols]) {
+  float q[kCols][kSub];
+#pragma unroll
+  for (int c = 0; c < kCols; ++c) device::chunk_codes<BITS, FIRST, kSub>(words[c], q[c]);
+#pragma unroll
+  for (int m = 0; m < M; ++m) {
+    float xv[kSub];
+    device::load_x8(x_chunk + m * a.ldx + FIRST, a.x_vec, xv);
+#pragma unroll
+    for (int j = 0; j < kSub; ++j) sx[m] += xv[j];
+#pragma unroll
+    for (int c = 0; c < kCols; ++c) {
+      float dot = 0.0f;
+#pragma unroll
+      for (int j = 0; j < kSub; ++j) dot = fmaf(xv[j], q[c][j], dot);
+      acc[m][c] = fmaf(scale[c], dot, acc[m][c]);
+    }
+  }
+}
+
+template <int BITS, int M>
+__global__ void __launch_bounds__(kThreads, 3) quant_gemv_kernel(GemvArgs a) {
+  static_assert(kCodesPerChunk == 4 * kSub);
+  __shared__ float partials[(kThreads / 32) * M * kCols];
+  const int64_t n0 = blockIdx.x * int64_t{kCols};
+  const int64_t chunks = a.w.K / kCodesPerChunk;
+  int64_t col[kCols];  // columns past N (last block only) re-read column N - 1, never stored
+#pragma unroll
+  for (int c = 0; c < kCols; ++c) col[c] = n0 + c < a.w.N ? n0 + c : a.w.N - 1;
+  float acc[M][kCols];
+#pragma unroll
+  for (int m = 0; m < M; ++m) {
+#pragma unroll
+    for (int c = 0; c < kCols; ++c) acc[m][c] = 0.0f;
+  }
+  for (int64_t ch = threadIdx.x; ch < chunks; ch += kThreads) {
+    const int64_t g = ch >> a.w.chunk_group_shift;
+    uint32_t words[kCols][BITS];
+    float scale[kCols], bias[kCols];
+#pragma unroll
+    for (int c = 0; c < kCols; ++c) {
+      device::load_chunk_words<BITS, true>(a.w.codes + col[c] * a.w.row_words + ch * BITS,
+                                           words[c]);
+      scale[c] = a.w.scales[col[c] * a.w.groups + g];
+      bias[c] = a.w.biases[col[c] * a.w.groups + g];
+    }
+    float sx[M];
+#pragma unroll
+    for (int m = 0; m < M; ++m) sx[m] = 0.0f;
+    const float* x_chunk = a.x + ch * kCodesPerChunk;
+    accumulate_sub<BITS, M, 0>(a, x_chunk, words, scale, sx, acc);
+    accumulate_sub<BITS, M, 8>(a, x_chunk, words, scale, sx, acc);
+    accumulate_sub<BITS, M, 16>(a, x_chunk, words, scale, sx, acc);
+    accumulate_sub<BITS, M, 24>(a, x_chunk, words, scale, sx, acc);
+#pragma unroll
+    for (int m = 0; m < M; ++m) {
+#pragma unroll
+      for (int c = 0; c < kCols; ++c) acc[m][c] = fmaf(bias[c], sx[m], acc[m][c]);
+    }
+  }
+  device::reduce_tile_to_y<M, kCols, kThreads>(acc, partials, n0, a.w.N, a.bias, a.y, a.ldy);
+}
+
+__device__ __forceinline__ uint32_t bits16(__nv_bfloat16 v) {
+  return __bfloat16_as_ushort(v);
+}
+__device__ __forceinline__ uint32_t bits16(__half v) {
+  return __half_as_ushort(v);
+}
+
+// 32 floats rounded to T into dst (32·sizeof(T) bytes, 16-byte aligned) with 16-byte stores.
+template <typename T>
+__device__ __forceinline__ void store_chunk(T* dst, const float (&v)[kCodesPerChunk]) {
+  if constexpr (sizeof(T) == 4) {
+#pragma unroll
+    for (int i = 0; i < kCodesPerChunk; i += 4)
+      reinterpret_cast<float4*>(dst)[i / 4] = make_float4(v[i], v[i + 1], v[i + 2], v[i + 3]);
+  } else {
+    uint32_t packed[kCodesPerChunk / 2];
+#pragma unroll
+    for (int i = 0; i < kCodesPerChunk; i += 2) {
+      packed[i / 2] =
+          bits16(device::from_f32<T>(v[i])) | (bits16(device::from_f32<T>(v[i + 1])) << 16);
+    }
+#pragma unroll
+    for (int i = 0; i < kCodesPerChunk / 2; i += 4)
+      reinterpret_cast<uint4*>(dst)[i / 4] =
+          make_uint4(packed[i], packed[i + 1], packed[i + 2], packed[i + 3]);
+  }
+}
+
+// out[r, :] = T(dequant(w)[n0 + r, :]) for r < rows: one thread per chunk of 32 codes.
+template <int BITS, typename T>
+__global__ void dequant_rows_kernel(QuantArgs w, int64_t n0, int64_t rows, T* out) {
+  const int64_t chunks_per_row = w.K / kCodesPerChunk;
+  const int64_t total = rows * chunks_per_row;
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < total;
+       i += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t r = i / chunks_per_row, ch = i % chunks_per_row, n = n0 + r;
+    uint32_t words[BITS];
+    device::load_chunk_words<BITS, false>(w.codes + n * w.row_words + ch * BITS, words);
+    const int64_t g = n * w.groups + (ch >> w.chunk_group_shift);
+    const float scale = w.scales[g], bias = w.biases[g];
+    float q[kCodesPerChunk];
+    device::chunk_codes<BITS, 0, kCodesPerChunk>(words, q);
+#pragma unroll
+    for (int j = 0; j < kCodesPerChunk; ++j) q[j] = device::dequant(scale, q[j], bias);
+    store_chunk<T>(out + r * w.K + ch * kCodesPerChunk, q);
+  }
+}
+
+QuantArgs quant_args(const ops::QuantizedMatrix& q) {
+  int shift = 0;
+  while ((kCodesPerChunk << shift) < q.group_size) ++shift;
+  return QuantArgs{q.codes.ptr<const uint32_t>(),
+                   q.codes.shape[1],
+                   AnyFloat{q.scales.data, q.scales.dtype},
+                   AnyFloat{q.biases.data, q.biases.dtype},
+                   q.scales.shape[1],
+                   shift,
+                   q.rows(),
+                   q.cols()};
+}
+
+bool aligned16(const void* p) {
+  return reinterpret_cast<uintptr_t>(p) % 16 == 0;
+}
+
+template <int BITS>
+void launch_gemv(int64_t M, const GemvArgs& a, cudaStream_t stream) {
+  const auto blocks = static_cast<unsigned>((a.w.N + kCols - 1) / kCols);
+  auto go = [&]<int R>() { quant_gemv_kernel<BITS, R><<<blocks, kThreads, 0, stream>>>(a); };
+  switch (M) {
+    case 1:
+      return go.template operator()<1>();
+    case 2:
+      return go.template operator()<2>();
+    case 3:
+      return go.template operator()<3>();
+    case 4:
+      return go.template operator()<4>();
+    case 5:
+      return go.template operator()<5>();
+    case 6:
+      return go.template operator()<6>();
+    case 7:
+      return go.template operator()<7>();
+    case 8:
+      return go.template operator()<8>();
+    default:
+      RINGLM_FAIL("quantized gemv: ", M, " rows (at most ", kQuantGemvMaxRows, ")");
+  }
+}
+
+// Many rows: dense matmuls over column tiles of dequant(w) in scratch.
+void matmul_dequantized_tiles(const Tensor& x, const ops::QuantizedMatrix& q, const Tensor& bias,
+                              Tensor& y) {
+  Context& ctx = Context::get();
+  const QuantArgs w = quant_args(q);
+  const DType dtype = q.scales.dtype;
+  const size_t row_bytes = static_cast<size_t>(w.K) * dtype_size(dtype);
+  const int64_t tile_rows = std::min<int64_t>(
+      w.N, std::max<int64_t>(1, static_cast<int64_t>(kDequantScratchBytes / row_bytes)));
+  void* scratch = ctx.scratch(Scratch::DequantTile, static_cast<size_t>(tile_rows) * row_bytes);
+  const int64_t ldy = leading_dim(y);
+  for (int64_t n0 = 0; n0 < w.N; n0 += tile_rows) {
+    const int64_t rows = std::min(tile_rows, w.N - n0);
+    device::dispatch_bits(q.bits, [&]<int BITS>() {
+      device::dispatch_float(dtype, [&]<typename T>(T*) {
+        dequant_rows_kernel<BITS, T>
+            <<<device::grid_for(rows * (w.K / kCodesPerChunk)), device::kThreads, 0,
+               ctx.stream()>>>(w, n0, rows, static_cast<T*>(scratch));
+      });
+    });
+    check_launch("dequant_rows_kernel");
+    const Tensor tile(scratch, dtype, {rows, w.K}, Device::CUDA);
+    Tensor y_cols = y;  // columns [n0, n0 + rows) of y
+    y_cols.data = y.ptr<float>() + n0;
+    y_cols.shape[1] = rows;
+    y_cols.strides[0] = ldy;
+    Tensor bias_cols = bias;
+    if (!bias.empty()) {
+      bias_cols.data =
+          static_cast<char*>(bias.data) + static_cast<size_t>(n0) * dtype_size(bias.dtype);
+      bias_cols.shape[0] = rows;
+    }
+    matmul(x, tile, bias_cols, y_cols);
+  }
+}
+
+}  // namespace
+
+void matmul_quantized(const Tensor& x, const ops::QuantizedMatrix& q, const Tensor& bias,
+                      Tensor& y) {
+  const int64_t M = x.shape[0], N = q.rows();
+  if (M == 0 || N == 0) return;
+  if (q.cols() == 0)  // y = bias: the dense path's K = 0 case
+    return matmul(x, Tensor(q.codes.data, q.scales.dtype, {N, 0}, Device::CUDA), bias, y);
+  const int64_t ldx = leading_dim(x);
+  if (M > kQuantGemvMaxRows || !aligned16(q.codes.data))
+    return matmul_dequantized_tiles(x, q, bias, y);
+  const GemvArgs a{quant_args(q),
+                   x.ptr<const float>(),
+                   ldx,
+                   aligned16(x.data) && ldx % 4 == 0,
+                   AnyFloat{bias.empty() ? nullptr : bias.data, bias.dtype},
+                   y.ptr<float>(),
+                   leading_dim(y)};
+  cudaStream_t stream = Context::get().stream();
+  device::dispatch_bits(q.bits, [&]<int BITS>() { launch_gemv<BITS>(M, a, stream); });
+  check_launch("quant_gemv_kernel");
+}
+
+}  // namespace ringlm::cuda

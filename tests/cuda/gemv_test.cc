@@ -1,0 +1,161 @@
+// The decode GEMV behind cuda::matmul (backends/cuda/gemv.h) for BF16/F16 weights: against the
+// scalar reference for M = 1..17 (crossing kGemvMaxRows, where cuBLAS takes over), odd N, K a
+// multiple of 8, strided and misaligned rows, with and without bias; batch invariance bit for bit.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "backends/cuda/gemv.h"
+#include "cuda_test_util.h"
+#include "ops/ops.h"
+#include "ops/reference.h"
+
+namespace ringlm::ops {
+namespace {
+
+using testing::kEps;
+using testing::OnDevice;
+using testing::Owned;
+
+const DType kGemvTypes[] = {DType::BF16, DType::F16};
+
+struct KN {
+  int64_t K, N;
+};
+// K multiples of 8 below, at and above one chunk per thread (256 threads · 8 values = 2048) and
+// not a multiple of it; N odd, below and above the block's 4 columns.
+const std::vector<KN> kShapes = {{8, 1}, {24, 5}, {1032, 3}, {2048, 130}, {4104, 37}};
+
+// The bound of matmul_test.cc: x's rounding to the weights' dtype (u_x) on each product, and f32
+// accumulation in any order (γ_(K+2), doubled) relative to Σ|x·w| + |b|; F16 inputs below 2^-14
+// are subnormal (absolute ≤ 2^-25 each, |w| ≤ 1).
+double tolerance(DType wt, int64_t K, double mag) {
+  const double ux = wt == DType::BF16 ? 1.0 / 256 : 1.0 / 2048;
+  const double sub = wt == DType::F16 ? static_cast<double>(K) * std::ldexp(1.0, -25) : 0.0;
+  return (ux + 2.0 * static_cast<double>(K + 2) * kEps) * 1.01 * mag + sub + 1e-30;
+}
+
+TEST(CudaGemv, MatchesReferenceAcrossTheRowBound) {
+  RINGLM_REQUIRE_GPU();
+  for (DType wt : kGemvTypes) {
+    for (const KN& s : kShapes) {
+      for (int64_t M = 1; M <= 17; ++M) {
+        for (bool with_bias : {false, true}) {
+          SCOPED_TRACE(::testing::Message() << testing::dtype_label(wt) << " M=" << M << " K="
+                                            << s.K << " N=" << s.N << " bias=" << with_bias);
+          Owned x(DType::F32, {M, s.K}), w(wt, {s.N, s.K}), b(DType::BF16, {s.N});
+          Owned ref(DType::F32, {M, s.N});
+          testing::fill_uniform(x, static_cast<uint32_t>(M));
+          testing::fill_uniform(w, 2);
+          testing::fill_uniform(b, 3);
+          OnDevice dx(x), dw(w), db(b), dy(DType::F32, {M, s.N});
+          const Tensor bias_host = with_bias ? b.t() : Tensor();
+          matmul(dx.t(), dw.t(), with_bias ? db.t() : Tensor(), dy.t());
+          reference::matmul(x.t(), w.t(), bias_host, ref.t());
+          const Owned y = dy.to_host();
+          for (int64_t m = 0; m < M; ++m) {
+            for (int64_t n = 0; n < s.N; ++n) {
+              double mag = with_bias ? std::fabs(b.f(n)) : 0.0;
+              for (int64_t k = 0; k < s.K; ++k)
+                mag += std::fabs(double{x.f(m * s.K + k)} * w.f(n * s.K + k));
+              ASSERT_NEAR(y.f(m * s.N + n), ref.f(m * s.N + n), tolerance(wt, s.K, mag))
+                  << "m=" << m << " n=" << n;
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+// Small integers: every product and partial sum is an exact f32 integer, so the GEMV equals the
+// reference bit for bit whatever its order.
+TEST(CudaGemv, ExactOnSmallIntegers) {
+  RINGLM_REQUIRE_GPU();
+  for (DType wt : kGemvTypes) {
+    for (int64_t M : {int64_t{1}, int64_t{5}, cuda::kGemvMaxRows}) {
+      const int64_t K = 4104, N = 37;
+      SCOPED_TRACE(::testing::Message() << testing::dtype_label(wt) << " M=" << M);
+      Owned x(DType::F32, {M, K}), w(wt, {N, K}), b(wt, {N}), ref(DType::F32, {M, N});
+      testing::fill_small_ints(x, 4);
+      testing::fill_small_ints(w, 5);
+      testing::fill_small_ints(b, 6, 100);
+      OnDevice dx(x), dw(w), db(b), dy(DType::F32, {M, N});
+      matmul(dx.t(), dw.t(), db.t(), dy.t());
+      reference::matmul(x.t(), w.t(), b.t(), ref.t());
+      ASSERT_TRUE(testing::bitwise_equal(dy.to_host().t(), ref.t()));
+    }
+  }
+}
+
+// x and y as row views inside wider buffers: x rows 4 floats apart beyond K (16-byte aligned
+// loads) and 5 apart (scalar loads), y rows 3 apart; y's padding must stay untouched.
+TEST(CudaGemv, StridedRows) {
+  RINGLM_REQUIRE_GPU();
+  for (DType wt : kGemvTypes) {
+    for (int64_t x_pad : {int64_t{4}, int64_t{5}}) {
+      for (int64_t M : {int64_t{1}, int64_t{3}, cuda::kGemvMaxRows}) {
+        SCOPED_TRACE(::testing::Message()
+                     << testing::dtype_label(wt) << " x_pad=" << x_pad << " M=" << M);
+        const int64_t K = 520, N = 9;
+        Owned xbuf(DType::F32, {M, K + x_pad}), w(wt, {N, K}), b(DType::F16, {N});
+        Owned ybuf(DType::F32, {M, N + 3}), ref(DType::F32, {M, N});
+        testing::fill_small_ints(xbuf, 7);
+        testing::fill_small_ints(w, 8);
+        testing::fill_small_ints(b, 9);
+        testing::fill_small_ints(ybuf, 10, 1000);
+        OnDevice dx(xbuf), dw(w), db(b), dy(ybuf);
+        Tensor x = xbuf.t(), xv = dx.t(), yv = dy.t();
+        x.shape[1] = K;
+        xv.shape[1] = K;
+        yv.shape[1] = N;
+        matmul(xv, dw.t(), db.t(), yv);
+        reference::matmul(x, w.t(), b.t(), ref.t());
+        const Owned y = dy.to_host();
+        for (int64_t m = 0; m < M; ++m) {
+          for (int64_t n = 0; n < N + 3; ++n) {
+            const float want = n < N ? ref.f(m * N + n) : ybuf.f(m * (N + 3) + n);
+            ASSERT_EQ(y.f(m * (N + 3) + n), want) << "m=" << m << " n=" << n;
+          }
+        }
+      }
+    }
+  }
+}
+
+// Row i of an M-row call equals the same row computed alone, bit for bit, for every M up to the
+// bound (random values: the summation order must not depend on M).
+TEST(CudaGemv, BatchInvariantUpToTheRowBound) {
+  RINGLM_REQUIRE_GPU();
+  for (DType wt : kGemvTypes) {
+    const int64_t K = 4104, N = 131;
+    const int64_t M = cuda::kGemvMaxRows;
+    Owned x(DType::F32, {M, K}), w(wt, {N, K}), b(DType::F32, {N});
+    testing::fill_uniform(x, 11);
+    testing::fill_uniform(w, 12);
+    testing::fill_uniform(b, 13);
+    OnDevice dx(x), dw(w), db(b);
+    // Each row alone.
+    std::vector<Owned> alone;
+    for (int64_t i = 0; i < M; ++i) {
+      OnDevice y1(DType::F32, {1, N});
+      Tensor row = dx.t().slice_rows(i, i + 1);
+      matmul(row, dw.t(), db.t(), y1.t());
+      alone.push_back(y1.to_host());
+    }
+    for (int64_t rows = 1; rows <= M; ++rows) {
+      OnDevice y(DType::F32, {rows, N});
+      matmul(dx.t().slice_rows(0, rows), dw.t(), db.t(), y.t());
+      const Owned yh = y.to_host();
+      for (int64_t i = 0; i < rows; ++i) {
+        ASSERT_TRUE(
+            testing::bitwise_equal(yh.t().slice_rows(i, i + 1), alone[static_cast<size_t>(i)].t()))
+            << testing::dtype_label(wt) << " row " << i << " of " << rows;
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace ringlm::ops

@@ -1,0 +1,310 @@
+// MLX affine-quantized weights on the GPU (cuda_ops.h: matmul_quantized, embedding_quantized)
+// against the CPU kernels (ops/weight.h on host tensors), for every bits / group size / scale
+// dtype: the fused GEMV (M <= 8) and the dequantized-tile path (M > 8) within the stated bounds,
+// bit for bit on small integers, batch invariance, strided rows, several column tiles; the
+// embedding bit for bit. The argument checks at the end need no GPU.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "cuda_test_util.h"
+#include "kv/affine_codec.h"
+#include "ops/quant_fixture.h"
+#include "ops/weight.h"
+
+namespace ringlm::ops {
+namespace {
+
+using testing::kEps;
+using testing::OnDevice;
+using testing::Owned;
+using testing::QuantFixture;
+
+const int kBits[] = {2, 3, 4, 5, 6, 8};
+const int kGroups[] = {32, 64, 128};
+const DType kScaleTypes[] = {DType::F32, DType::BF16, DType::F16};
+constexpr int64_t kGemvRows = 8;  // quant_matmul.cu's kQuantGemvMaxRows
+
+// A fixture's tensors on the device.
+struct DeviceQuant {
+  OnDevice codes, scales, biases;
+  QuantizedMatrix q;
+  explicit DeviceQuant(const QuantFixture& f) : codes(f.codes), scales(f.scales), biases(f.biases) {
+    q = {codes.t(), scales.t(), biases.t(), f.q.bits, f.q.group_size};
+  }
+};
+
+// Unit roundoff of the scales' dtype (the tile path rounds x and dequant(w) to it).
+double dtype_roundoff(DType d) {
+  return d == DType::BF16 ? 1.0 / 256 : d == DType::F16 ? 1.0 / 2048 : 0.0;
+}
+
+// |y_gpu - y_cpu| bound for element (m, n). The CPU is exact on w_cpu = fl(fl(s·q) + b) up to
+// f32 accumulation (γ_(K+2) of Σ|x·w_cpu| + |bias|).
+//  GEMV (M <= 8): the GPU sums s·Σx·q + b·Σx in f32: within (K + 64)·u of
+//    S = Σ|x|·(|s·q| + |b|) + |bias|; w_cpu is within 2u·(|s·q| + |b|) of s·q + b. So
+//    (3K + 100)·u·S covers both with room.
+//  Tiles (M > 8): x and w_cpu rounded to the scales' dtype (u_d each) and an f32 accumulation:
+//    2·u_d·Σ|x·w_cpu| + 3(K + 2)·u·(Σ|x·w_cpu| + |bias|), plus f16 subnormals (absolute 2^-25
+//    per rounded x or w, times |w| ≤ 26 or |x| ≤ 1).
+double tolerance(const QuantFixture& f, const Owned& x, const Owned& bias, int64_t M, int64_t m,
+                 int64_t n) {
+  const QuantizedMatrix& q = f.q;
+  const int64_t K = q.cols(), groups = K / q.group_size;
+  double spread = bias.t().empty() ? 0.0 : std::fabs(bias.f(n)), dense = spread;
+  for (int64_t k = 0; k < K; ++k) {
+    const double xk = std::fabs(x.f(m * K + k));
+    const double s = f.scales.f(n * groups + k / q.group_size);
+    const double b = f.biases.f(n * groups + k / q.group_size);
+    const double code =
+        kv::affine_code(q.codes.ptr<const uint32_t>() + n * q.codes.shape[1], k, q.bits);
+    spread += xk * (std::fabs(s * code) + std::fabs(b));
+    dense += xk * std::fabs(reference::dequantized_at(q, n, k));
+  }
+  const auto Kd = static_cast<double>(K);
+  if (M <= kGemvRows) return (3.0 * Kd + 100.0) * kEps * 1.01 * spread + 1e-30;
+  const double ud = dtype_roundoff(q.scales.dtype);
+  const double sub = q.scales.dtype == DType::F16 ? Kd * 27.0 * std::ldexp(1.0, -25) : 0.0;
+  return (2.0 * ud + 3.0 * (Kd + 2.0) * kEps) * 1.01 * dense + sub + 1e-30;
+}
+
+// y = x · dequant(w)ᵀ + bias on the GPU against the CPU kernel, element by element.
+void expect_matches_cpu(const QuantFixture& f, int64_t M, bool with_bias, uint32_t seed) {
+  const int64_t K = f.q.cols(), N = f.q.rows();
+  Owned x(DType::F32, {M, K}), b(DType::BF16, {N}), ref(DType::F32, {M, N});
+  testing::fill_uniform(x, seed);
+  testing::fill_uniform(b, seed + 1);
+  const Owned no_bias;
+  const Owned& bias = with_bias ? b : no_bias;
+  matmul(x.t(), Weight::quantized(f.q), bias.t(), ref.t());
+  DeviceQuant dw(f);
+  OnDevice dx(x), db(b), dy(DType::F32, {M, N});
+  matmul(dx.t(), Weight::quantized(dw.q), with_bias ? db.t() : Tensor(), dy.t());
+  const Owned y = dy.to_host();
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t n = 0; n < N; ++n)
+      ASSERT_NEAR(y.f(m * N + n), ref.f(m * N + n), tolerance(f, x, bias, M, m, n))
+          << "m=" << m << " n=" << n;
+}
+
+TEST(CudaQuantMatmul, MatchesCpuForEveryFormatAcrossTheRowBound) {
+  RINGLM_REQUIRE_GPU();
+  for (int bits : kBits) {
+    for (int group : kGroups) {
+      for (DType sd : kScaleTypes) {
+        const QuantFixture f(37, 384, bits, group, sd, 5u * static_cast<uint32_t>(bits + group));
+        for (int64_t M : {1, 2, 7, 8, 9, 17}) {
+          SCOPED_TRACE(::testing::Message() << "bits=" << bits << " group=" << group << " "
+                                            << testing::dtype_label(sd) << " M=" << M);
+          expect_matches_cpu(f, M, M % 2 == 1, static_cast<uint32_t>(M));
+        }
+      }
+    }
+  }
+}
+
+// K of 132 chunks of 32 codes: some of the GEMV's 128 threads take two chunks.
+TEST(CudaQuantMatmul, MatchesCpuWithLongRows) {
+  RINGLM_REQUIRE_GPU();
+  for (int bits : {4, 8, 3}) {
+    const QuantFixture f(11, 4224, bits, 64, DType::BF16, 3);
+    for (int64_t M : {1, 8, 9}) {
+      SCOPED_TRACE(::testing::Message() << "bits=" << bits << " M=" << M);
+      expect_matches_cpu(f, M, true, 7);
+    }
+  }
+}
+
+// More columns than one 64 MiB dequantization tile holds (140000 · 256 BF16 = 72 MB): the tiles'
+// y columns and bias slices must line up.
+TEST(CudaQuantMatmul, SeveralColumnTiles) {
+  RINGLM_REQUIRE_GPU();
+  const QuantFixture f(140000, 256, 4, 64, DType::BF16, 9);
+  expect_matches_cpu(f, 9, true, 21);
+}
+
+// Small-integer scales (|s| <= 1), biases (|b| <= 1) and x: every dequantized weight is an integer
+// of magnitude <= 256 (exact in BF16 and F16), every product and partial sum an exact f32
+// integer, so both paths equal the CPU bit for bit.
+TEST(CudaQuantMatmul, ExactOnSmallIntegers) {
+  RINGLM_REQUIRE_GPU();
+  for (int bits : kBits) {
+    for (int group : kGroups) {
+      for (DType sd : kScaleTypes) {
+        QuantFixture f(13, 256, bits, group, sd, 17);
+        testing::fill_small_ints(f.scales, 18, 1);
+        testing::fill_small_ints(f.biases, 19, 1);
+        DeviceQuant dw(f);
+        for (int64_t M : {1, 3, 8, 9, 12}) {
+          SCOPED_TRACE(::testing::Message() << "bits=" << bits << " group=" << group << " "
+                                            << testing::dtype_label(sd) << " M=" << M);
+          Owned x(DType::F32, {M, 256}), b(DType::F32, {13}), ref(DType::F32, {M, 13});
+          testing::fill_small_ints(x, 20);
+          testing::fill_small_ints(b, 21, 50);
+          matmul(x.t(), Weight::quantized(f.q), b.t(), ref.t());
+          OnDevice dx(x), db(b), dy(DType::F32, {M, 13});
+          matmul(dx.t(), Weight::quantized(dw.q), db.t(), dy.t());
+          ASSERT_TRUE(testing::bitwise_equal(dy.to_host().t(), ref.t()));
+        }
+      }
+    }
+  }
+}
+
+// Row i of an M-row GEMV call equals the same row alone, bit for bit, for M up to the bound.
+TEST(CudaQuantMatmul, GemvIsBatchInvariant) {
+  RINGLM_REQUIRE_GPU();
+  for (int bits : {4, 8, 5}) {
+    const QuantFixture f(67, 512, bits, 64, DType::BF16, 23);
+    DeviceQuant dw(f);
+    const Weight w = Weight::quantized(dw.q);
+    Owned x(DType::F32, {kGemvRows, 512}), b(DType::BF16, {67});
+    testing::fill_uniform(x, 24);
+    testing::fill_uniform(b, 25);
+    OnDevice dx(x), db(b);
+    std::vector<Owned> alone;
+    for (int64_t i = 0; i < kGemvRows; ++i) {
+      OnDevice y1(DType::F32, {1, 67});
+      matmul(dx.t().slice_rows(i, i + 1), w, db.t(), y1.t());
+      alone.push_back(y1.to_host());
+    }
+    for (int64_t rows = 1; rows <= kGemvRows; ++rows) {
+      OnDevice y(DType::F32, {rows, 67});
+      matmul(dx.t().slice_rows(0, rows), w, db.t(), y.t());
+      const Owned yh = y.to_host();
+      for (int64_t i = 0; i < rows; ++i)
+        ASSERT_TRUE(
+            testing::bitwise_equal(yh.t().slice_rows(i, i + 1), alone[static_cast<size_t>(i)].t()))
+            << "bits=" << bits << " row " << i << " of " << rows;
+    }
+  }
+}
+
+// x and y as row views inside wider buffers (x padded by 4: aligned vector loads; by 5: scalar
+// loads); y's padding stays untouched. Small integers: exact on both paths.
+TEST(CudaQuantMatmul, StridedRows) {
+  RINGLM_REQUIRE_GPU();
+  const int64_t K = 128, N = 9;
+  QuantFixture f(N, K, 4, 32, DType::BF16, 31);
+  testing::fill_small_ints(f.scales, 32, 2);
+  testing::fill_small_ints(f.biases, 33, 8);
+  DeviceQuant dw(f);
+  for (int64_t x_pad : {int64_t{4}, int64_t{5}}) {
+    for (int64_t M : {int64_t{3}, int64_t{10}}) {
+      SCOPED_TRACE(::testing::Message() << "x_pad=" << x_pad << " M=" << M);
+      Owned xbuf(DType::F32, {M, K + x_pad}), ybuf(DType::F32, {M, N + 3});
+      Owned ref(DType::F32, {M, N});
+      testing::fill_small_ints(xbuf, 34);
+      testing::fill_small_ints(ybuf, 35, 1000);
+      OnDevice dx(xbuf), dy(ybuf);
+      Tensor x = xbuf.t(), xv = dx.t(), yv = dy.t();
+      x.shape[1] = K;
+      xv.shape[1] = K;
+      yv.shape[1] = N;
+      matmul(x, Weight::quantized(f.q), Tensor(), ref.t());
+      matmul(xv, Weight::quantized(dw.q), Tensor(), yv);
+      const Owned y = dy.to_host();
+      for (int64_t m = 0; m < M; ++m) {
+        for (int64_t n = 0; n < N + 3; ++n) {
+          const float want = n < N ? ref.f(m * N + n) : ybuf.f(m * (N + 3) + n);
+          ASSERT_EQ(y.f(m * (N + 3) + n), want) << "m=" << m << " n=" << n;
+        }
+      }
+    }
+  }
+}
+
+TEST(CudaQuantEmbedding, EqualsCpuBitForBit) {
+  RINGLM_REQUIRE_GPU();
+  Owned ids(DType::I32, {6});
+  const int32_t picks[] = {0, 36, 5, 5, 17, 36};
+  for (int i = 0; i < 6; ++i) ids.p<int32_t>()[i] = picks[i];
+  for (int bits : kBits) {
+    for (int group : kGroups) {
+      for (DType sd : kScaleTypes) {
+        for (float scale : {1.0f, 1.7f}) {
+          SCOPED_TRACE(::testing::Message() << "bits=" << bits << " group=" << group << " "
+                                            << testing::dtype_label(sd) << " scale=" << scale);
+          const QuantFixture f(37, 384, bits, group, sd, 41);
+          Owned ref(DType::F32, {6, 384});
+          embedding(ids.t(), Weight::quantized(f.q), scale, ref.t());
+          DeviceQuant dt(f);
+          OnDevice dids(ids), dout(DType::F32, {6, 384});
+          embedding(dids.t(), Weight::quantized(dt.q), scale, dout.t());
+          ASSERT_TRUE(testing::bitwise_equal(dout.to_host().t(), ref.t()));
+        }
+      }
+    }
+  }
+}
+
+TEST(CudaQuantEmbedding, BadIdIsReportedBySynchronize) {
+  RINGLM_REQUIRE_GPU();
+  const QuantFixture f(5, 64, 4, 32, DType::BF16, 43);
+  Owned ids(DType::I32, {3});
+  ids.p<int32_t>()[0] = 1;
+  ids.p<int32_t>()[1] = 5;
+  ids.p<int32_t>()[2] = 2;
+  DeviceQuant dt(f);
+  OnDevice dids(ids), dout(DType::F32, {3, 64});
+  embedding(dids.t(), Weight::quantized(dt.q), 1.0f, dout.t());
+  try {
+    cuda::synchronize();
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("token id 5 at index 1"), std::string::npos) << e.what();
+  }
+  cuda::synchronize();  // the record was cleared
+  const Owned out = dout.to_host();
+  for (int64_t h = 0; h < 64; ++h) {
+    EXPECT_TRUE(std::isnan(out.f(64 + h)));
+    EXPECT_EQ(out.f(h), reference::dequantized_at(f.q, 1, h));
+  }
+}
+
+// ---- argument checks (no GPU needed: the tensors only carry the CUDA tag, never dereferenced)
+
+void expect_error(const std::function<void()>& call, const std::string& fragment) {
+  try {
+    call();
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
+  }
+}
+
+TEST(CudaQuantArguments, LayoutAndDeviceErrorsComeBeforeAnyLaunch) {
+  alignas(64) static uint32_t fake[64];
+  auto on_cuda = [](DType dtype, std::initializer_list<int64_t> dims) {
+    return Tensor(fake, dtype, dims, Device::CUDA);
+  };
+  QuantizedMatrix q;
+  q.codes = on_cuda(DType::U32, {4, 8});  // [4, 64] at 4 bits
+  q.scales = on_cuda(DType::BF16, {4, 2});
+  q.biases = on_cuda(DType::BF16, {4, 2});
+  q.bits = 4;
+  q.group_size = 32;
+  Tensor x = on_cuda(DType::F32, {2, 64}), y = on_cuda(DType::F32, {2, 4});
+  Tensor host_x(fake, DType::F32, {2, 64});
+  expect_error([&] { matmul(host_x, Weight::quantized(q), Tensor(), y); }, "different devices");
+  expect_error(
+      [&] {
+        matmul(on_cuda(DType::F32, {2, 32}), Weight::quantized(q), Tensor(), y);
+      },
+      "matmul x");
+  QuantizedMatrix bad = q;
+  bad.scales = on_cuda(DType::BF16, {4, 3});
+  expect_error([&] { matmul(x, Weight::quantized(bad), Tensor(), y); }, "scales");
+  bad = q;
+  bad.biases = on_cuda(DType::F16, {4, 2});
+  Tensor ids = on_cuda(DType::I32, {2}), out = on_cuda(DType::F32, {2, 64});
+  expect_error([&] { embedding(ids, Weight::quantized(bad), 1.0f, out); }, "biases");
+  Tensor narrow = on_cuda(DType::F32, {2, 32});
+  expect_error([&] { embedding(ids, Weight::quantized(q), 1.0f, narrow); }, "embedding out");
+}
+
+}  // namespace
+}  // namespace ringlm::ops
