@@ -3,13 +3,14 @@
 // once per step instead of once per query head.
 //
 // A block's 128 threads form 128 / kLanes key groups of kLanes lanes; a key group walks the
-// part's keys i = first + group, first + group + kKeyGroups, ... (two keys in flight) and lane l
-// of it holds dims [8l, 8l + 8) of the kG queries, of their running outputs and of each key and
-// value row (read with N = 8 through the format's reader: one 16-byte load for bf16; 16-bit
-// formats are loaded one iteration ahead, packed). Per key and
-// head: s = q·k · scale (soft-capped), m' = max(m, s), l = l·e^(m−m') + e^(s−m'),
-// acc = acc·e^(m−m') + e^(s−m')·v. The key groups merge in shared memory in group order and the
-// block writes its part's (m, l, acc) per head; decode_merge_kernel merges the parts in order.
+// part's keys i = first + group, first + group + kKeyGroups, ... (two keys per iteration) and
+// lane l of it holds dims [8l, 8l + 8) of the kG queries, of their running outputs and of each key
+// and value row (read with N = 8 through the format's reader: one 16-byte load for bf16; 16-bit
+// formats are loaded one iteration ahead, packed). Per key and head: t = log2(e)·s with
+// s = q·k · scale (soft-capped); when t > m + 8 the reference moves (m' = t, l and acc scaled by
+// 2^(m − m')); then p = 2^(t − m), l += p, acc += p·v. The key groups merge in shared memory in
+// group order and the block writes its part's (m, l, acc) per head; grouped_decode_merge_kernel
+// merges the parts in order.
 // Every step is a fixed sequence on the row's own keys (decode_split depends on the row alone):
 // a row's bits are the same alone or batched.
 #pragma once
@@ -23,6 +24,8 @@
 namespace ringlm::cuda::device {
 
 constexpr int kDecodeThreads = 128;
+constexpr float kLog2e = 1.4426950408889634f, kLn2 = 0.6931471805599453f;
+constexpr float kRescaleLog2 = 8.0f;  // weights stay ≤ 2^8 between rescales
 
 // Which decode shapes this kernel serves (others use the per-head kernels in attention.cu).
 inline bool grouped_decode_supported(int head_dim, int group) {
@@ -90,6 +93,11 @@ __global__ void __launch_bounds__(kDecodeThreads, kG <= 4 ? 4 : 2)
         static_cast<int64_t>(table[p / a.block_tokens]) * a.block_tokens + p % a.block_tokens;
     return slot * a.kv_heads + kvh;
   };
+  // Scores are kept in log2 units (exp2 is one instruction). The reference m[g] moves only when
+  // a score exceeds it by more than kRescaleLog2 (lazy rescaling, as in FlashAttention 4): in
+  // between, the weights 2^(t − m) stay ≤ 2^kRescaleLog2 and the per-dim rescale of acc, the
+  // costliest part of the update, is skipped. (m, l, acc) always mean l = Σ 2^(t − m),
+  // acc = Σ 2^(t − m)·v over the keys seen.
   // Every lane of the warp runs every iteration (the group sums are warp shuffles); a key group
   // past the part's end computes on zeros and skips the update.
   auto consume = [&](const float(&kx)[8], const float(&vx)[8], bool valid) {
@@ -101,13 +109,18 @@ __global__ void __launch_bounds__(kDecodeThreads, kG <= 4 ? 4 : 2)
       float s = group_sum<kLanes>(dot) * a.scale;
       if (!valid) continue;
       if (a.softcap > 0.0f) s = a.softcap * tanhf(s / a.softcap);
-      const float m_new = fmaxf(m[g], s);
-      const float corr = expf(m[g] - m_new);  // 0 for the first key (m = -inf)
-      const float p = expf(s - m_new);
-      l[g] = l[g] * corr + p;
+      const float t = s * kLog2e;
+      if (t > m[g] + kRescaleLog2) {         // always for the first key (m = -inf)
+        const float corr = exp2f(m[g] - t);  // 0 for the first key
+        l[g] *= corr;
 #pragma unroll
-      for (int i = 0; i < 8; ++i) acc[g][i] = acc[g][i] * corr + p * vx[i];
-      m[g] = m_new;
+        for (int i = 0; i < 8; ++i) acc[g][i] *= corr;
+        m[g] = t;
+      }
+      const float p = exp2f(t - m[g]);
+      l[g] += p;
+#pragma unroll
+      for (int i = 0; i < 8; ++i) acc[g][i] = fmaf(p, vx[i], acc[g][i]);
     }
   };
 
@@ -188,8 +201,9 @@ __global__ void __launch_bounds__(kDecodeThreads, kG <= 4 ? 4 : 2)
   }
   __syncthreads();
 
-  // The key groups' merge, in group order: weight_k = e^(m_k − m_all) (0 for a group that saw
-  // no key), l_all = Σ l_k·weight_k, acc = Σ acc_k·weight_k.
+  // The key groups' merge, in group order: weight_k = 2^(m_k − m_all) (0 for a group that saw
+  // no key), l_all = Σ l_k·weight_k, acc = Σ acc_k·weight_k. The part's m is written in natural
+  // units (the merge kernel's, shared with attention.cu's per-head split kernel).
   for (int e = static_cast<int>(threadIdx.x); e < kG * D; e += kDecodeThreads) {
     const int g = e / D, d = e % D;
     float m_all = -INFINITY;
@@ -198,13 +212,13 @@ __global__ void __launch_bounds__(kDecodeThreads, kG <= 4 ? 4 : 2)
     float l_all = 0.0f, o = 0.0f;
 #pragma unroll
     for (int k = 0; k < kKeyGroups; ++k) {
-      const float w = expf(sh.m[k][g] - m_all);
+      const float w = exp2f(sh.m[k][g] - m_all);
       l_all += sh.l[k][g] * w;
       o += sh.acc[k][g][d] * w;
     }
     const int64_t slot = (static_cast<int64_t>(r) * a.q_heads + kvh * kG + g) * a.max_parts + part;
     if (d == 0) {
-      a.part_ml[2 * slot] = m_all;
+      a.part_ml[2 * slot] = m_all * kLn2;
       a.part_ml[2 * slot + 1] = l_all;
     }
     a.part_acc[slot * D + d] = o;
