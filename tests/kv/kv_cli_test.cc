@@ -160,6 +160,8 @@ TEST(KvCli, KvQuantStartGenerateEqualsTheRunner) {
   ASSERT_EQ(runner.cache().num_groups(), 2);  // int8 and its bf16 companion
   engine::GreedyOptions options;
   options.max_new_tokens = 16;
+  for (int64_t eos : model->config().eos_token_ids)  // generate stops at EOS
+    options.stop_token_ids.push_back(static_cast<int32_t>(eos));
   const auto want = engine::generate_greedy(runner, {prompt}, options).tokens[0];
   const std::string base = "generate --model " + dir + " --prompt-tokens " + join(prompt) +
                            " --max-tokens 16 --kv-memory 16 ";

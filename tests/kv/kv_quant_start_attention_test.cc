@@ -241,11 +241,11 @@ TEST_P(QuantStartAttention, PagedKernelEqualsPerQueryOracle) {
 INSTANTIATE_TEST_SUITE_P(Formats, QuantStartAttention,
                          ::testing::Values(Case{"int8-g32"}, Case{"int4-g64"}, Case{"turbo"},
                                            Case{"int8-g64", 24, 4}, Case{"turbo:k4v3", 20, 3}),
-                         [](const auto& info) {
-                           std::string name = info.param.format;
+                         [](const auto& param_info) {
+                           std::string name = param_info.param.format;
                            for (char& ch : name)
                              if (ch == '-' || ch == ':') ch = '_';
-                           if (info.param.window > 0) name += "_window";
+                           if (param_info.param.window > 0) name += "_window";
                            return name;
                          });
 

@@ -149,12 +149,12 @@ INSTANTIATE_TEST_SUITE_P(Models, KvQuantStartModel,
                                            std::tuple{"gemma3", "turbo", true},
                                            std::tuple{"qwen3", "turbo", false},
                                            std::tuple{"random_d64", "int8-g64", true}),
-                         [](const auto& info) {
+                         [](const auto& param_info) {
                            std::string name =
-                               std::get<0>(info.param) + "_" + std::get<1>(info.param);
+                               std::get<0>(param_info.param) + "_" + std::get<1>(param_info.param);
                            for (char& c : name)
                              if (c == '-' || c == ':') c = '_';
-                           return name + (std::get<2>(info.param) ? "_max_kv_20" : "");
+                           return name + (std::get<2>(param_info.param) ? "_max_kv_20" : "");
                          });
 
 // One full layer, int8-g32 from S = 20, blocks of 8, lookahead 2: bf16 companion of 4 + 1 blocks.
