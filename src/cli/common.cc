@@ -30,10 +30,13 @@ engine::RunnerConfig runner_config(const Args& args) {
   } else if (args.has("model") && std::filesystem::exists(args.str("model") + "/kv_config.json")) {
     config.kv_formats = kv::load_kv_config(args.str("model") + "/kv_config.json");
   }
-  // The precision transition (bf16 until a position, then affine) is not built yet.
-  RINGLM_USER_CHECK(!args.has("kv-quant-start"),
-                    "--kv-quant-start is not supported yet: a layer group stores one KV format "
-                    "from its first token (use --kv-format or kv_config.json)");
+  // The precision transition: bf16 K/V for the queries before position S, quantized after.
+  if (args.has("kv-quant-start")) {
+    const int64_t start = args.integer("kv-quant-start", -1);
+    RINGLM_USER_CHECK(start >= 0 && start <= INT32_MAX,
+                      "--kv-quant-start must be a position >= 0, ", "got ", start);
+    config.kv_quant_start = start;
+  }
   const int64_t max_kv = args.integer("max-kv-size", 0);
   const int64_t keep = args.integer("kv-keep", config.kv_keep);
   RINGLM_USER_CHECK(max_kv >= 0 && max_kv <= INT32_MAX, "--max-kv-size must be >= 0");

@@ -15,7 +15,8 @@ void apply_threads(const Args& args);
 // int4-g64|turbo|turbo:kXvY (every layer; turbo is TurboQuant k8v3, CPU only), --kv-config FILE
 // (per-layer formats; default: the model directory's kv_config.json when there is one and no
 // --kv-format), --max-kv-size N (bounded KV: full layers become sliding(N - keep) with --kv-keep K
-// sink tokens, default 4). --kv-quant-start is refused (not built yet).
+// sink tokens, default 4), --kv-quant-start S (quantized layers keep bf16 K/V for the queries
+// before position S, as mlx-lm's quantized_kv_start; CPU only).
 engine::RunnerConfig runner_config(const Args& args);
 // --device cpu|cuda (default cpu): where the model's weights, KV and activations live.
 Device device_flag(const Args& args);

@@ -46,6 +46,7 @@ int run_serve(int argc, char** argv) {
              "kv-memory",
              "kv-quant",
              "kv-format",
+             "kv-quant-start",
              "max-kv-size",
              "kv-keep",
              "prompt-cache-bytes",

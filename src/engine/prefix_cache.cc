@@ -197,12 +197,8 @@ std::pair<kv::SequenceId, int64_t> PrefixCache::open(std::span<const int32_t> to
   const auto usable = [&](int64_t k) {
     for (int g = 0; g < cache_.num_groups(); ++g) {
       if (cache_.table_group(g) != g) continue;
-      const int64_t begin = cache_.needed_blocks_begin(g, k * bt);
-      const int64_t sinks = cache_.cap_blocks(g) == kv::kUnlimitedTokens
-                                ? 0
-                                : (cache_.group(g).sink_tokens + bt - 1) / bt;
       for (int64_t b = 0; b < k; ++b) {
-        if (b >= sinks && b < begin) continue;
+        if (!cache_.block_needed(g, k * bt, b)) continue;
         if (chain[static_cast<size_t>(b)].second->blocks[static_cast<size_t>(g)] == 0) return false;
       }
     }
@@ -215,13 +211,9 @@ std::pair<kv::SequenceId, int64_t> PrefixCache::open(std::span<const int32_t> to
   std::vector<std::vector<int32_t>> tables(static_cast<size_t>(cache_.num_groups()));
   for (int g = 0; g < cache_.num_groups(); ++g) {
     if (cache_.table_group(g) != g) continue;
-    const int64_t begin = cache_.needed_blocks_begin(g, k * bt);
-    const int64_t sinks = cache_.cap_blocks(g) == kv::kUnlimitedTokens
-                              ? 0
-                              : (cache_.group(g).sink_tokens + bt - 1) / bt;
     auto& table = tables[static_cast<size_t>(g)];
     for (int64_t b = 0; b < k; ++b) {
-      const bool released = b >= sinks && b < begin;
+      const bool released = !cache_.block_needed(g, k * bt, b);
       table.push_back(
           released ? 0 : chain[static_cast<size_t>(b)].second->blocks[static_cast<size_t>(g)]);
     }

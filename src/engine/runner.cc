@@ -30,6 +30,18 @@ kv::KvCacheConfig kv_cache_config(const models::Model& model, const RunnerConfig
                       " but the model has ", kv.layers.size(), " layers");
     kv.layers[static_cast<size_t>(layer)].format = format;
   }
+  if (config.kv_quant_start >= 0) {
+    bool quantized = false;
+    for (auto& layer : kv.layers) {
+      if (!layer.format.is_affine() && !layer.format.is_turbo()) continue;
+      quantized = true;
+      layer.quant_start = config.kv_quant_start;
+    }
+    RINGLM_USER_CHECK(quantized, "--kv-quant-start ", config.kv_quant_start,
+                      " needs a quantized KV format (--kv-format int8-g64, turbo, ... or a "
+                      "kv_config.json with quantized layers); every layer here is ",
+                      kv.layers.front().format.name());
+  }
   if (config.max_kv_size > 0)
     kv.layers = kv::apply_max_kv_size(std::move(kv.layers), config.max_kv_size, config.kv_keep);
   kv.block_tokens = config.block_tokens;

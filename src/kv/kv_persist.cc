@@ -8,7 +8,9 @@
 // `.v.biases` (BF16[n, kv_heads, head_dim/group_size]); a turbo group stores U8 codes
 // `layer.L.k` (U8[n, kv_heads, head_dim·key_bits/8]), `layer.L.v` (U8[.., head_dim·value_bits/8])
 // and F16[n, kv_heads, head_dim/32] `.k.scales`, `.k.zeros`, `.v.scales` — always exactly the bytes
-// the blocks hold; metadata
+// the blocks hold; the bf16 companion of a transitioning group (--kv-quant-start) stores its
+// positions < quant_start as `layer.L.bf16.k` / `.v` next to the quantized `layer.L.k` / `.v`;
+// metadata
 // `format` = "ringlm-kv", `version` = "1", `length` (tokens in the sequence), `block_tokens`
 // (informational) and `layout` (JSON: per group kind, window, sink_tokens, format, kv_heads,
 // head_dim, layers, donor_group).
@@ -30,16 +32,26 @@ using nlohmann::json;
 json layout_json(const KvLayout& layout) {
   json groups = json::array();
   for (const LayerGroup& g : layout.groups) {
-    groups.push_back({{"kind", group_kind_name(g.kind)},
-                      {"window", g.window},
-                      {"sink_tokens", g.sink_tokens},
-                      {"format", g.format.name()},
-                      {"kv_heads", g.kv_heads},
-                      {"head_dim", g.head_dim},
-                      {"layers", g.layers},
-                      {"donor_group", g.donor_group}});
+    json entry = {{"kind", group_kind_name(g.kind)},
+                  {"window", g.window},
+                  {"sink_tokens", g.sink_tokens},
+                  {"format", g.format.name()},
+                  {"kv_heads", g.kv_heads},
+                  {"head_dim", g.head_dim},
+                  {"layers", g.layers},
+                  {"donor_group", g.donor_group}};
+    // Only transitioning layouts carry these, so files of other layouts stay as they were.
+    if (g.quant_start > 0) entry["quant_start"] = g.quant_start;
+    if (g.is_dense_companion()) entry["dense_for"] = g.dense_for;
+    groups.push_back(std::move(entry));
   }
   return groups;
+}
+
+// File-tensor name prefix of layer l's K/V in storage group g: "layer.L", or "layer.L.bf16" for
+// the bf16 companion of a transitioning group.
+std::string layer_prefix(const LayerGroup& g, int l) {
+  return "layer." + std::to_string(l) + (g.is_dense_companion() ? ".bf16" : "");
 }
 
 // Per token and plane of a group: the tensor-name suffix, dtype and last dim of its file tensor.
@@ -157,37 +169,42 @@ ExtractedKv PagedKvCache::extract(SequenceId seq) const {
   for (int g = 0; g < num_groups(); ++g) {
     if (!is_storage(g)) continue;
     const auto& table = s.tables[static_cast<size_t>(g)];
-    for (int64_t p = 0; p < s.length; ++p) {
+    const int64_t end =
+        group(g).is_dense_companion() ? std::min(s.length, group(g).quant_start) : s.length;
+    for (int64_t p = 0; p < end; ++p) {
       if (table[static_cast<size_t>(p / bt)] != 0)
         out.positions[static_cast<size_t>(g)].push_back(static_cast<int32_t>(p));
     }
   }
   out.layers.resize(static_cast<size_t>(layout_.num_layers()));
-  for (int l = 0; l < layout_.num_layers(); ++l) {
-    const int g = layout_.group_of_layer[static_cast<size_t>(l)];
+  out.dense_layers.resize(static_cast<size_t>(layout_.num_layers()));
+  for (int g = 0; g < num_groups(); ++g) {
     if (!is_storage(g)) continue;
     const LayerGroup& grp = group(g);
-    ExtractedKv::Layer& layer = out.layers[static_cast<size_t>(l)];
-    layer.group = g;
-    layer.format = grp.format;
-    layer.dtype = grp.format.is_turbo()    ? DType::U8
-                  : grp.format.is_affine() ? DType::U32
-                                           : grp.format.dtype;
-    layer.kv_heads = grp.kv_heads;
-    layer.head_dim = grp.head_dim;
-    const auto& positions = out.positions[static_cast<size_t>(g)];
-    const auto storage_slot = static_cast<size_t>(layout_.slot_of_layer[static_cast<size_t>(l)]);
-    for (bool value : {false, true}) {
-      const std::vector<Plane> ps = planes(g, value);
-      const std::byte* base = region(g, storage_slot, value);
-      for (size_t p = 0; p < ps.size(); ++p) {
-        const size_t row = ps[p].token_bytes;
-        std::vector<std::byte>& dst = plane_bytes(layer, value, p);
-        dst.resize(positions.size() * row);
-        for (size_t i = 0; i < positions.size(); ++i) {
-          const auto slot = static_cast<size_t>(this->slot(seq, g, positions[i]));
-          copy_bytes(dst.data() + i * row, Device::CPU, base + ps[p].offset + slot * row,
-                     config_.device, row);
+    for (size_t storage_slot = 0; storage_slot < grp.layers.size(); ++storage_slot) {
+      const int l = grp.layers[storage_slot];
+      ExtractedKv::Layer& layer =
+          (grp.is_dense_companion() ? out.dense_layers : out.layers)[static_cast<size_t>(l)];
+      layer.group = g;
+      layer.format = grp.format;
+      layer.dtype = grp.format.is_turbo()    ? DType::U8
+                    : grp.format.is_affine() ? DType::U32
+                                             : grp.format.dtype;
+      layer.kv_heads = grp.kv_heads;
+      layer.head_dim = grp.head_dim;
+      const auto& positions = out.positions[static_cast<size_t>(g)];
+      for (bool value : {false, true}) {
+        const std::vector<Plane> ps = planes(g, value);
+        const std::byte* base = region(g, storage_slot, value);
+        for (size_t p = 0; p < ps.size(); ++p) {
+          const size_t row = ps[p].token_bytes;
+          std::vector<std::byte>& dst = plane_bytes(layer, value, p);
+          dst.resize(positions.size() * row);
+          for (size_t i = 0; i < positions.size(); ++i) {
+            const auto slot = static_cast<size_t>(this->slot(seq, g, positions[i]));
+            copy_bytes(dst.data() + i * row, Device::CPU, base + ps[p].offset + slot * row,
+                       config_.device, row);
+          }
         }
       }
     }
@@ -208,17 +225,20 @@ void PagedKvCache::save(SequenceId seq, const std::string& path) const {
                        {static_cast<int64_t>(pos.size())},
                        pos.data()});
   }
-  for (int l = 0; l < layout_.num_layers(); ++l) {
-    const ExtractedKv::Layer& layer = kv.layers[static_cast<size_t>(l)];
-    if (layer.group < 0) continue;
-    const int64_t n = static_cast<int64_t>(kv.positions[static_cast<size_t>(layer.group)].size());
-    for (bool value : {false, true}) {
-      const std::vector<PlaneFile> files = plane_files(group(layer.group), value);
-      for (size_t p = 0; p < files.size(); ++p) {
-        tensors.push_back({"layer." + std::to_string(l) + (value ? ".v" : ".k") + files[p].suffix,
-                           files[p].dtype,
-                           {n, layer.kv_heads, files[p].last_dim},
-                           plane_bytes(layer, value, p).data()});
+  for (const auto* layers : {&kv.layers, &kv.dense_layers}) {
+    for (int l = 0; l < layout_.num_layers(); ++l) {
+      const ExtractedKv::Layer& layer = (*layers)[static_cast<size_t>(l)];
+      if (layer.group < 0) continue;
+      const int64_t n = static_cast<int64_t>(kv.positions[static_cast<size_t>(layer.group)].size());
+      for (bool value : {false, true}) {
+        const std::vector<PlaneFile> files = plane_files(group(layer.group), value);
+        for (size_t p = 0; p < files.size(); ++p) {
+          tensors.push_back(
+              {layer_prefix(group(layer.group), l) + (value ? ".v" : ".k") + files[p].suffix,
+               files[p].dtype,
+               {n, layer.kv_heads, files[p].last_dim},
+               plane_bytes(layer, value, p).data()});
+        }
       }
     }
   }
@@ -287,16 +307,21 @@ SequenceId PagedKvCache::load(const std::string& path) {
     for (int64_t i = 0; i < t.numel(); ++i) {
       int32_t p;
       std::memcpy(&p, static_cast<const std::byte*>(t.data) + i * 4, 4);
-      RINGLM_USER_CHECK(p >= 0 && p < length && (pos.empty() || p > pos.back()), path, ": ", name,
-                        "[", i, "] = ", p, " is not ascending inside [0, ", length, ")");
+      const LayerGroup& grp = group(g);
+      const int64_t end =
+          grp.is_dense_companion() ? std::min<int64_t>(length, grp.quant_start) : length;
+      RINGLM_USER_CHECK(p >= 0 && p < end && (pos.empty() || p > pos.back()), path, ": ", name, "[",
+                        i, "] = ", p, " is not ascending inside [0, ", end, ")");
       pos.push_back(p);
     }
     const LayerGroup& grp = group(g);
+    // A bf16 companion serves only queries below its quant_start.
+    const bool reads = !grp.is_dense_companion() || length < grp.quant_start;
     const int64_t lo = grp.window > 0 ? std::max<int64_t>(0, length - grp.window + 1) : 0;
     const int64_t sinks = std::min<int64_t>(grp.sink_tokens, length);
     const auto held = [&](int64_t p) { return std::binary_search(pos.begin(), pos.end(), p); };
     for (int64_t p = 0; p < length; ++p) {
-      if (p < sinks || p >= lo) {
+      if (reads && (p < sinks || p >= lo)) {
         RINGLM_USER_CHECK(held(p), path, ": ", name, " lacks position ", p,
                           ", which the next query reads");
       }
@@ -313,7 +338,7 @@ SequenceId PagedKvCache::load(const std::string& path) {
     for (int l : grp.layers) {
       for (const char* kv : {".k", ".v"}) {
         for (const PlaneFile& pf : plane_files(grp, kv[1] == 'v')) {
-          const std::string tname = "layer." + std::to_string(l) + kv + pf.suffix;
+          const std::string tname = layer_prefix(grp, l) + kv + pf.suffix;
           const Tensor x = file.get(tname);
           RINGLM_USER_CHECK(x.dtype == pf.dtype && x.ndim == 3 &&
                                 x.shape[0] == static_cast<int64_t>(pos.size()) &&
@@ -340,23 +365,24 @@ SequenceId PagedKvCache::load(const std::string& path) {
     }
     s.tables[static_cast<size_t>(g)] = table;
   }
-  for (int l = 0; l < layout_.num_layers(); ++l) {
-    const int g = layout_.group_of_layer[static_cast<size_t>(l)];
+  for (int g = 0; g < num_groups(); ++g) {
     if (!is_storage(g)) continue;
     const auto& pos = positions[static_cast<size_t>(g)];
-    const auto storage_slot = static_cast<size_t>(layout_.slot_of_layer[static_cast<size_t>(l)]);
-    for (bool value : {false, true}) {
-      const std::vector<Plane> ps = planes(g, value);
-      const std::vector<PlaneFile> files = plane_files(group(g), value);
-      std::byte* base = region(g, storage_slot, value);
-      for (size_t p = 0; p < ps.size(); ++p) {
-        const Tensor x =
-            file.get("layer." + std::to_string(l) + (value ? ".v" : ".k") + files[p].suffix);
-        const size_t row = ps[p].token_bytes;
-        for (size_t i = 0; i < pos.size(); ++i) {
-          const auto slot = static_cast<size_t>(this->slot(seq, g, pos[i]));
-          copy_bytes(base + ps[p].offset + slot * row, config_.device,
-                     static_cast<const std::byte*>(x.data) + i * row, Device::CPU, row);
+    for (size_t storage_slot = 0; storage_slot < group(g).layers.size(); ++storage_slot) {
+      const int l = group(g).layers[storage_slot];
+      for (bool value : {false, true}) {
+        const std::vector<Plane> ps = planes(g, value);
+        const std::vector<PlaneFile> files = plane_files(group(g), value);
+        std::byte* base = region(g, storage_slot, value);
+        for (size_t p = 0; p < ps.size(); ++p) {
+          const Tensor x =
+              file.get(layer_prefix(group(g), l) + (value ? ".v" : ".k") + files[p].suffix);
+          const size_t row = ps[p].token_bytes;
+          for (size_t i = 0; i < pos.size(); ++i) {
+            const auto slot = static_cast<size_t>(this->slot(seq, g, pos[i]));
+            copy_bytes(base + ps[p].offset + slot * row, config_.device,
+                       static_cast<const std::byte*>(x.data) + i * row, Device::CPU, row);
+          }
         }
       }
     }

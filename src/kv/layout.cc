@@ -1,5 +1,7 @@
 #include "kv/layout.h"
 
+#include <cstdint>
+
 #include "core/error.h"
 
 namespace ringlm::kv {
@@ -20,7 +22,8 @@ namespace {
 bool same_storage(const LayerGroup& g, const LayerKvSpec& s) {
   const GroupKind kind = s.window > 0 ? GroupKind::Sliding : GroupKind::Full;
   return g.kind == kind && g.window == s.window && g.sink_tokens == s.sink_tokens &&
-         g.format == s.format && g.kv_heads == s.kv_heads && g.head_dim == s.head_dim;
+         g.format == s.format && g.kv_heads == s.kv_heads && g.head_dim == s.head_dim &&
+         g.quant_start == s.quant_start;
 }
 }  // namespace
 
@@ -38,6 +41,12 @@ KvLayout make_layout(const std::vector<LayerKvSpec>& layers) {
                       s.window, " and sink_tokens ", s.sink_tokens);
     RINGLM_USER_CHECK(s.sink_tokens == 0 || s.window > 0, "KV layout: layer ", l,
                       " has sink tokens without a window");
+    RINGLM_USER_CHECK(s.quant_start >= 0 && s.quant_start <= INT32_MAX, "KV layout: layer ", l,
+                      " has quant_start ", s.quant_start);
+    RINGLM_USER_CHECK(s.quant_start == 0 || s.format.is_affine() || s.format.is_turbo(),
+                      "KV layout: layer ", l, " has quant_start ", s.quant_start,
+                      " with the dense format ", s.format.name(),
+                      " (the precision transition needs a quantized KV format)");
     auto& group_of = layout.group_of_layer[static_cast<size_t>(l)];
     auto& slot_of = layout.slot_of_layer[static_cast<size_t>(l)];
     if (s.donor_layer >= 0) {
@@ -88,6 +97,7 @@ KvLayout make_layout(const std::vector<LayerKvSpec>& layers) {
       g.format = s.format;
       g.kv_heads = s.kv_heads;
       g.head_dim = s.head_dim;
+      g.quant_start = s.quant_start;
       layout.groups.push_back(g);
       found = static_cast<int>(layout.groups.size()) - 1;
     }
@@ -95,6 +105,18 @@ KvLayout make_layout(const std::vector<LayerKvSpec>& layers) {
     slot_of = static_cast<int>(g.layers.size());
     g.layers.push_back(l);
     group_of = found;
+  }
+  // The bf16 companions of transitioning groups come last, so the other groups keep their
+  // indices whether or not the transition is on.
+  const size_t stored = layout.groups.size();
+  for (size_t g = 0; g < stored; ++g) {
+    LayerGroup& grp = layout.groups[g];
+    if (grp.kind == GroupKind::Shared || grp.quant_start == 0) continue;
+    LayerGroup dense = grp;
+    dense.format = KvFormat::dense(DType::BF16);
+    dense.dense_for = static_cast<int>(g);
+    grp.dense_group = static_cast<int>(layout.groups.size());
+    layout.groups.push_back(dense);
   }
   return layout;
 }

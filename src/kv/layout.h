@@ -3,6 +3,11 @@
 // sequence: same kind, window, sinks, format and KV shape. Gemma 3 gets one sliding group and one
 // global group; Llama one full group; `--max-kv-size N` (apply_max_kv_size) turns every full layer
 // into a sliding(N - keep) layer with `keep` attention sinks, as mlx-lm's RotatingKVCache.
+//
+// Precision transition (--kv-quant-start S, mlx-lm's quantized_kv_start): a quantized group with
+// quant_start S > 0 gets a dense bf16 companion group (same layers, kind, window and sinks,
+// appended after the other groups) that holds its positions < S. The query at p < S reads the
+// companion (bf16 keys), the query at p >= S the quantized group (docs/kv-cache.md).
 #pragma once
 
 #include <string>
@@ -19,6 +24,9 @@ struct LayerKvSpec {
   int sink_tokens = 0;   // with a window: the first sink_tokens tokens stay visible forever
   int donor_layer = -1;  // >= 0: no K/V of its own; reads this earlier layer's (shared KV)
   KvFormat format;       // storage format (the runner sets it from its flags)
+  // > 0 with a quantized format: positions < quant_start are also kept in bf16 for the queries
+  // before it (--kv-quant-start); 0: quantized from the first token.
+  int64_t quant_start = 0;
 };
 
 enum class GroupKind : uint8_t {
@@ -39,6 +47,13 @@ struct LayerGroup {
   std::vector<int> layers;        // model layers, ascending
   int donor_group = -1;           // Shared: the group whose tables and storage it reads
   std::vector<int> donor_layers;  // Shared: per entry of `layers`, the donor layer it reads
+  // Precision transition: > 0 on a quantized group with a bf16 companion (queries at positions
+  // >= quant_start read this group, earlier ones the companion) and on that companion (it holds
+  // positions < quant_start only).
+  int64_t quant_start = 0;
+  int dense_group = -1;  // the quantized group: its bf16 companion
+  int dense_for = -1;  // the companion: the quantized group whose positions < quant_start it holds
+  bool is_dense_companion() const { return dense_for >= 0; }
 };
 
 struct KvLayout {

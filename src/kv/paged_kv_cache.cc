@@ -22,6 +22,11 @@ PagedKvCache::PagedKvCache(const KvCacheConfig& config)
                     " is not positive");
   RINGLM_USER_CHECK(config.max_sequences > 0, "KV max_sequences ", config.max_sequences,
                     " is not positive");
+  for (const LayerGroup& g : layout_.groups) {
+    RINGLM_USER_CHECK(g.quant_start == 0 || config.device == Device::CPU,
+                      "the KV precision transition (--kv-quant-start) is not available on ",
+                      device_name(config.device), " yet");
+  }
   storage_.resize(layout_.groups.size());
   split_budget();
 }
@@ -38,14 +43,27 @@ size_t PagedKvCache::bytes_per_block(int g) const {
           grp.format.bytes_per_token(grp.kv_heads, grp.head_dim, true));
 }
 
+bool PagedKvCache::keeps_blocks(int g) const {
+  return group(table_group(g)).kind != GroupKind::Sliding || config_.keep_all_blocks;
+}
+
+int64_t PagedKvCache::dense_end_block(int g) const {
+  return ceil_div(group(g).quant_start, config_.block_tokens);
+}
+
 int64_t PagedKvCache::cap_blocks(int g) const {
   const LayerGroup& grp = group(table_group(g));
-  if (grp.kind != GroupKind::Sliding || config_.keep_all_blocks) return kUnlimitedTokens;
+  // A bf16 companion holds positions < quant_start only.
+  const int64_t dense_cap =
+      grp.is_dense_companion() ? dense_end_block(table_group(g)) : kUnlimitedTokens;
+  if (keeps_blocks(g)) return dense_cap;
   const int64_t bt = config_.block_tokens;
   // During a step the sequence holds [L - lookahead - W + 1, L + n) rounded out to whole blocks
   // (see first_needed_block), plus the blocks of the sink tokens.
-  return ceil_div(grp.sink_tokens, bt) +
-         ceil_div(grp.window - 1 + config_.lookahead + config_.max_step_tokens, bt) + 1;
+  return std::min(dense_cap,
+                  ceil_div(grp.sink_tokens, bt) +
+                      ceil_div(grp.window - 1 + config_.lookahead + config_.max_step_tokens, bt) +
+                      1);
 }
 
 int64_t PagedKvCache::peak_blocks(int g, int64_t tokens) const {
@@ -167,9 +185,24 @@ std::byte* PagedKvCache::region(int g, size_t slot, bool value) const {
 ops::KvLayerView PagedKvCache::layer_view(int layer) const {
   RINGLM_CHECK(layer >= 0 && layer < layout_.num_layers(), "layer ", layer, " out of range");
   const int g = table_group(layout_.group_of_layer[static_cast<size_t>(layer)]);
+  return group_view(g, static_cast<size_t>(layout_.slot_of_layer[static_cast<size_t>(layer)]));
+}
+
+int PagedKvCache::dense_group_of_layer(int layer) const {
+  RINGLM_CHECK(layer >= 0 && layer < layout_.num_layers(), "layer ", layer, " out of range");
+  return group(table_group(layout_.group_of_layer[static_cast<size_t>(layer)])).dense_group;
+}
+
+ops::KvLayerView PagedKvCache::dense_layer_view(int layer) const {
+  const int g = dense_group_of_layer(layer);
+  RINGLM_CHECK(g >= 0, "layer ", layer, " has no bf16 companion (no --kv-quant-start)");
+  // The companion lists the same layers as its quantized group, so the slot is the same.
+  return group_view(g, static_cast<size_t>(layout_.slot_of_layer[static_cast<size_t>(layer)]));
+}
+
+ops::KvLayerView PagedKvCache::group_view(int g, size_t slot) const {
   const LayerGroup& grp = group(g);
   const Storage& st = storage_[static_cast<size_t>(g)];
-  const auto slot = static_cast<size_t>(layout_.slot_of_layer[static_cast<size_t>(layer)]);
   const int64_t n = st.pool->num_blocks(), bt = config_.block_tokens;
   std::byte* k = region(g, slot, false);
   std::byte* v = region(g, slot, true);
@@ -282,7 +315,7 @@ int32_t PagedKvCache::slot(SequenceId seq, int g, int64_t pos) const {
 int64_t PagedKvCache::kept_blocks(const Sequence& s, int g) const {
   const auto& table = s.tables[static_cast<size_t>(g)];
   const BlockPool& p = *storage_[static_cast<size_t>(g)].pool;
-  if (cap_blocks(g) == kUnlimitedTokens) {
+  if (keeps_blocks(g)) {
     const int64_t complete = s.length / config_.block_tokens;
     int64_t kept = 0;
     for (int64_t b = 0; b < complete; ++b) kept += table[static_cast<size_t>(b)] != 0;
@@ -297,6 +330,9 @@ int64_t PagedKvCache::kept_blocks(const Sequence& s, int g) const {
 }
 
 int64_t PagedKvCache::outstanding(const Sequence& s, int g, int64_t reserved) const {
+  // A bf16 companion takes no block once the sequence reached quant_start: later tokens are
+  // stored quantized only (a rollback below it reuses the blocks it still holds).
+  if (group(g).is_dense_companion() && s.length >= group(g).quant_start) return 0;
   return std::max<int64_t>(0, peak_blocks(g, reserved) - kept_blocks(s, g));
 }
 
@@ -322,6 +358,8 @@ bool PagedKvCache::reserve(SequenceId seq, int64_t total_tokens) {
 int64_t PagedKvCache::tokens_available(SequenceId seq, int g) const {
   const Sequence& s = seq_ref(seq);
   if (table_group(g) != g) return kUnlimitedTokens;  // a shared group holds nothing
+  // A bf16 companion past quant_start takes no more blocks.
+  if (group(g).is_dense_companion() && s.length >= group(g).quant_start) return kUnlimitedTokens;
   // The most blocks this sequence could hold: what it keeps, what it was promised, and what is
   // free beyond everyone's promises.
   const int64_t blocks =
@@ -346,10 +384,20 @@ int64_t PagedKvCache::first_needed_block(int g, int64_t length) const {
 
 void PagedKvCache::release_unneeded(Sequence& s, int g) {
   auto& table = s.tables[static_cast<size_t>(g)];
-  const int64_t sink_blocks = ceil_div(group(g).sink_tokens, config_.block_tokens);
-  const int64_t end =
-      std::min<int64_t>(first_needed_block(g, s.length), static_cast<int64_t>(table.size()));
   BlockPool& p = *storage_[static_cast<size_t>(g)].pool;
+  const LayerGroup& grp = group(g);
+  if (grp.is_dense_companion() && s.length - config_.lookahead >= grp.quant_start) {
+    // Every query still to come (even after a rollback within the lookahead) reads the quantized
+    // group: the bf16 copy goes, sinks included.
+    drop_table(table, g, 0);
+    table.assign(static_cast<size_t>(ceil_div(s.length, config_.block_tokens)), 0);
+    return;
+  }
+  if (keeps_blocks(g)) return;
+  const int64_t sink_blocks = ceil_div(grp.sink_tokens, config_.block_tokens);
+  int64_t end =
+      std::min<int64_t>(first_needed_block(g, s.length), static_cast<int64_t>(table.size()));
+  if (grp.is_dense_companion()) end = std::min(end, dense_end_block(g));
   for (int64_t b = end; b-- > sink_blocks;) {
     int32_t& id = table[static_cast<size_t>(b)];
     if (id == 0) break;  // everything below was released earlier
@@ -376,12 +424,17 @@ bool PagedKvCache::append(SequenceId seq, int64_t n) {
   std::vector<int64_t> need(layout_.groups.size(), 0);
   for (int g = 0; g < num_groups(); ++g) {
     if (!is_storage(g)) continue;
-    if (cap_blocks(g) != kUnlimitedTokens) release_unneeded(s, g);
+    release_unneeded(s, g);
     const auto& table = s.tables[static_cast<size_t>(g)];
     const BlockPool& p = *storage_[static_cast<size_t>(g)].pool;
-    const bool cow =
-        s.length % bt != 0 && p.refcount(table[static_cast<size_t>(s.length / bt)]) > 1;
-    const int64_t blocks = (cow ? 1 : 0) + ceil_div(end, bt) - static_cast<int64_t>(table.size());
+    // A bf16 companion writes positions < quant_start only; its entries past them stay 0.
+    const int64_t written_end =
+        group(g).is_dense_companion() ? std::min(end, group(g).quant_start) : end;
+    const bool cow = s.length % bt != 0 && s.length < written_end &&
+                     p.refcount(table[static_cast<size_t>(s.length / bt)]) > 1;
+    const int64_t blocks =
+        (cow ? 1 : 0) +
+        std::max<int64_t>(0, ceil_div(written_end, bt) - static_cast<int64_t>(table.size()));
     const int64_t promised = outstanding(s, g, s.reserved);
     const bool fits = blocks <= promised
                           ? blocks <= p.free_blocks()
@@ -393,7 +446,9 @@ bool PagedKvCache::append(SequenceId seq, int64_t n) {
     if (!is_storage(g) || need[static_cast<size_t>(g)] == 0) continue;
     auto& table = s.tables[static_cast<size_t>(g)];
     BlockPool& p = *storage_[static_cast<size_t>(g)].pool;
-    if (s.length % bt != 0) {
+    const int64_t written_end =
+        group(g).is_dense_companion() ? std::min(end, group(g).quant_start) : end;
+    if (s.length % bt != 0 && s.length < written_end) {
       int32_t& last = table[static_cast<size_t>(s.length / bt)];
       if (p.refcount(last) > 1) {  // copy-on-write of the shared partial block
         const int32_t copy = p.allocate();
@@ -402,7 +457,13 @@ bool PagedKvCache::append(SequenceId seq, int64_t n) {
         last = copy;
       }
     }
-    while (static_cast<int64_t>(table.size()) < ceil_div(end, bt)) table.push_back(p.allocate());
+    while (static_cast<int64_t>(table.size()) < ceil_div(written_end, bt))
+      table.push_back(p.allocate());
+  }
+  // Entries past a companion's quant_start hold no block: every table spans the sequence.
+  for (int g = 0; g < num_groups(); ++g) {
+    if (is_storage(g))
+      s.tables[static_cast<size_t>(g)].resize(static_cast<size_t>(ceil_div(end, bt)), 0);
   }
   s.length = end;
   s.reserved = std::max(s.reserved, end);
@@ -418,13 +479,19 @@ void PagedKvCache::rollback(SequenceId seq, int64_t k) {
   for (int g = 0; g < num_groups(); ++g) {
     if (!is_storage(g) || len == 0) continue;
     const LayerGroup& grp = group(g);
+    // A bf16 companion serves only queries below its quant_start.
+    if (grp.is_dense_companion() && len >= grp.quant_start) continue;
     const auto& table = s.tables[static_cast<size_t>(g)];
     const int64_t lo = grp.window > 0 ? std::max<int64_t>(0, len - grp.window + 1) : 0;
-    for (int64_t b = lo / bt; b <= (len - 1) / bt; ++b) {
-      RINGLM_USER_CHECK(table[static_cast<size_t>(b)] != 0, "rollback of ", k,
-                        " tokens: layer group ", g, " (sliding window ", grp.window,
-                        ") no longer holds position ", std::max(lo, b * bt),
-                        "; rollbacks are bounded by the lookahead (", config_.lookahead, ")");
+    const int64_t sinks = lo > 0 ? std::min<int64_t>(grp.sink_tokens, len) : 0;
+    for (int64_t b = 0; b <= (len - 1) / bt; ++b) {
+      if (b >= ceil_div(sinks, bt) && b < lo / bt) continue;
+      RINGLM_USER_CHECK(
+          table[static_cast<size_t>(b)] != 0, "rollback of ", k, " tokens: layer group ", g, " (",
+          grp.is_dense_companion() ? "bf16 until --kv-quant-start " : "sliding window ",
+          grp.is_dense_companion() ? grp.quant_start : grp.window, ") no longer holds position ",
+          b == lo / bt ? lo : b * bt, "; rollbacks are bounded by the lookahead (",
+          config_.lookahead, ")");
     }
   }
   for (int g = 0; g < num_groups(); ++g) {
@@ -459,9 +526,19 @@ void PagedKvCache::release_block(int g, int32_t block) {
 }
 
 int64_t PagedKvCache::needed_blocks_begin(int g, int64_t length) const {
-  if (!is_storage(g) || cap_blocks(g) == kUnlimitedTokens) return 0;
+  if (!is_storage(g) || keeps_blocks(g)) return 0;
   const int64_t sink_blocks = ceil_div(group(g).sink_tokens, config_.block_tokens);
   return std::max(sink_blocks, first_needed_block(g, length));
+}
+
+bool PagedKvCache::block_needed(int g, int64_t length, int64_t b) const {
+  RINGLM_CHECK(is_storage(g), "layer group ", g, " holds no blocks");
+  const LayerGroup& grp = group(g);
+  if (grp.is_dense_companion() &&
+      (length - config_.lookahead >= grp.quant_start || b >= dense_end_block(g)))
+    return false;
+  if (keeps_blocks(g)) return true;
+  return b < ceil_div(grp.sink_tokens, config_.block_tokens) || b >= needed_blocks_begin(g, length);
 }
 
 SequenceId PagedKvCache::adopt(const std::vector<std::vector<int32_t>>& tables, int64_t length) {
@@ -479,14 +556,13 @@ SequenceId PagedKvCache::adopt(const std::vector<std::vector<int32_t>>& tables, 
     }
     RINGLM_CHECK(static_cast<int64_t>(table.size()) == blocks, "adopt: group ", g, " table of ",
                  table.size(), " blocks for ", length, " tokens");
-    const int64_t sink_blocks = ceil_div(group(g).sink_tokens, bt);
-    const int64_t begin = needed_blocks_begin(g, length);
     const BlockPool& p = *storage_[static_cast<size_t>(g)].pool;
     for (int64_t b = 0; b < blocks; ++b) {
       const int32_t id = table[static_cast<size_t>(b)];
-      const bool may_be_null = b >= sink_blocks && b < begin;
-      RINGLM_CHECK((may_be_null && id == 0) || (id > 0 && p.refcount(id) > 0), "adopt: group ", g,
-                   " block ", b, " is ", id, ", not a live block");
+      const bool never_written = group(g).is_dense_companion() && b >= dense_end_block(g);
+      RINGLM_CHECK((!block_needed(g, length, b) && id == 0) ||
+                       (!never_written && id > 0 && p.refcount(id) > 0),
+                   "adopt: group ", g, " block ", b, " is ", id, ", not a live block");
     }
   }
   const SequenceId id = add_sequence();

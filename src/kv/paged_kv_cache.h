@@ -71,6 +71,9 @@ struct ExtractedKv {
     std::vector<float> dequantized(bool value) const;
   };
   std::vector<Layer> layers;  // per model layer
+  // Per model layer: a transitioning layer's bf16 K/V of the positions < quant_start its bf16
+  // companion group still holds (group = the companion); group -1 for the other layers.
+  std::vector<Layer> dense_layers;
 };
 
 class PagedKvCache {
@@ -139,6 +142,11 @@ class PagedKvCache {
   // First logical block a sequence of `length` tokens still holds in group g past its sink blocks
   // (0 for full groups): the blocks of a sliding group below it were released.
   int64_t needed_blocks_begin(int g, int64_t length) const;
+  // Whether a sequence of `length` tokens must still hold logical block b of storage group g for
+  // the queries to come (after rollbacks within the lookahead): false for the blocks a sliding
+  // group released, and for every block of a bf16 companion once length - lookahead >= its
+  // quant_start, and for its blocks past quant_start (never written).
+  bool block_needed(int g, int64_t length, int64_t b) const;
   // A new sequence of `length` tokens (a whole number of blocks) made of existing blocks, each of
   // which gets a reference: per group, ceil(length / block_tokens) entries (shared groups: an
   // empty table). Every entry must be a live block, except, in sliding groups, entries past the
@@ -152,6 +160,10 @@ class PagedKvCache {
   // Storage of a layer ([num_blocks, block_tokens, kv_heads, head_dim], or codes and scale/bias
   // planes for an affine format, see ops::KvLayerView); a shared layer gets its donor layer's.
   ops::KvLayerView layer_view(int layer) const;
+  // Precision transition: the bf16 companion group of the layer's (table) group, or -1 when the
+  // layer is not transitioning; and the layer's storage in that companion.
+  int dense_group_of_layer(int layer) const;
+  ops::KvLayerView dense_layer_view(int layer) const;
   // Sets every stored K/V byte to zero (benchmarks fill contexts without computing them).
   void zero_storage();
   // The group whose tables a group's layers read: itself, or the donor of a shared group.
@@ -201,6 +213,11 @@ class PagedKvCache {
   // can go).
   int64_t first_needed_block(int g, int64_t length) const;
   void release_unneeded(Sequence& s, int g);
+  // bf16 companion: the first logical block it never writes (positions >= quant_start).
+  int64_t dense_end_block(int g) const;
+  // true for a full group (or keep_all_blocks): blocks stay until the sequence ends.
+  bool keeps_blocks(int g) const;
+  ops::KvLayerView group_view(int g, size_t slot) const;
   void copy_block(int g, int32_t from, int32_t to);
   void drop_table(std::vector<int32_t>& table, int g, size_t from);
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <limits>
 
 namespace ringlm::kv {
 
@@ -38,13 +39,27 @@ StepPlan::StepPlan(const std::vector<RowRequest>& rows, const PagedKvCache& cach
     // (CUDA graphs are captured per shape).
     max_blocks = std::bit_ceil(max_blocks);
     gt.block_tables.assign(rows.size() * max_blocks, 0);
+    // A bf16 companion stores (and answers queries at) positions < quant_start only; its
+    // quantized group answers the queries from quant_start on.
+    const LayerGroup& grp = cache.group(g);
+    const int64_t dense_end =
+        grp.is_dense_companion() ? grp.quant_start : std::numeric_limits<int64_t>::max();
     for (size_t r = 0; r < rows.size(); ++r) {
       const auto& table = cache.block_table(rows[r].seq, g);
       std::copy(table.begin(), table.end(),
                 gt.block_tables.begin() + static_cast<int64_t>(r * max_blocks));
       for (size_t i = 0; i < rows[r].tokens.size(); ++i) {
-        gt.slots.push_back(
-            cache.slot(rows[r].seq, g, rows[r].start_position + static_cast<int64_t>(i)));
+        const int64_t pos = rows[r].start_position + static_cast<int64_t>(i);
+        if (pos >= dense_end) {
+          gt.slots.push_back(-1);
+          continue;
+        }
+        const auto t = static_cast<int64_t>(gt.slots.size());
+        if (grp.is_dense_companion()) {
+          if (gt.writes.empty() || gt.writes.back().end != t) gt.writes.push_back({t, t});
+          ++gt.writes.back().end;
+        }
+        gt.slots.push_back(cache.slot(rows[r].seq, g, pos));
       }
     }
     gt.rows.num_rows = static_cast<int>(rows.size());
@@ -52,6 +67,8 @@ StepPlan::StepPlan(const std::vector<RowRequest>& rows, const PagedKvCache& cach
     gt.rows.context_len = context_len_.data();
     gt.rows.block_table = gt.block_tables.data();
     gt.rows.max_blocks = static_cast<int>(max_blocks);
+    if (grp.is_dense_companion()) gt.rows.query_pos_end = static_cast<int32_t>(grp.quant_start);
+    if (grp.dense_group >= 0) gt.rows.query_pos_begin = static_cast<int32_t>(grp.quant_start);
     // Checked once here, so attention does not walk every block table on every layer.
     ops::check_attention_rows(gt.rows, num_tokens(), cache.num_blocks(g),
                               cache.config().block_tokens);
@@ -108,6 +125,12 @@ StepPlan::Layer StepPlan::layer(int l) const {
   out.writes_kv = grp.kind != GroupKind::Shared;
   out.window = grp.window;
   out.sink_tokens = grp.sink_tokens;
+  const int dense = layout_->groups[static_cast<size_t>(table_group(g))].dense_group;
+  if (dense >= 0) {
+    out.dense_rows = &groups_[static_cast<size_t>(dense)].rows;
+    out.dense_slots = slots(dense);
+    out.dense_writes = &groups_[static_cast<size_t>(dense)].writes;
+  }
   return out;
 }
 

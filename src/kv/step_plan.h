@@ -51,6 +51,10 @@ class StepPlan {
     return logit_begin_[static_cast<size_t>(row) + 1] - logit_begin_[static_cast<size_t>(row)];
   }
 
+  // Token ranges [begin, end) of the flattened step.
+  struct TokenRange {
+    int64_t begin = 0, end = 0;
+  };
   // What layer l reads and writes this step.
   struct Layer {
     const ops::AttentionRows* rows = nullptr;
@@ -58,6 +62,13 @@ class StepPlan {
     bool writes_kv = true;
     int window = 0;
     int sink_tokens = 0;
+    // Precision transition (--kv-quant-start S): `rows` computes the queries at positions >= S
+    // over the quantized view; `dense_rows` those < S over the bf16 companion's view
+    // (PagedKvCache::dense_layer_view), into which the tokens of `dense_writes` (positions < S)
+    // are also written at `dense_slots` (entries of the other tokens are -1). Null otherwise.
+    const ops::AttentionRows* dense_rows = nullptr;
+    Tensor dense_slots;  // I32[T]
+    const std::vector<TokenRange>* dense_writes = nullptr;
   };
   Layer layer(int l) const;
   const ops::AttentionRows& attention_rows(int group) const;
@@ -81,9 +92,10 @@ class StepPlan {
 
  private:
   struct GroupTables {
-    std::vector<int32_t> slots;         // [T]
+    std::vector<int32_t> slots;         // [T] (bf16 companion: -1 for positions >= quant_start)
     std::vector<int32_t> block_tables;  // [rows, max_blocks], padded with the null block 0
     ops::AttentionRows rows;
+    std::vector<TokenRange> writes;  // bf16 companion: the runs of tokens below quant_start
   };
   const KvLayout* layout_ = nullptr;
   std::vector<int> table_group_;  // per group: the group whose tables it reads

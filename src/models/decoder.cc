@@ -175,6 +175,13 @@ void attention_block(const AttentionWeights& w, const AttentionBlockConfig& conf
     Tensor v_heads = b.v.reshape({tokens, kv_heads, dim});
     ops::rope(k_heads, positions, *config.rope);
     ops::kv_write(k_heads, v_heads, step.slots, view);
+    if (step.dense_rows != nullptr) {  // --kv-quant-start: positions < S also stay in bf16
+      ops::KvLayerView dense = cache.dense_layer_view(layer);
+      for (const kv::StepPlan::TokenRange& r : *step.dense_writes) {
+        ops::kv_write(k_heads.slice_rows(r.begin, r.end), v_heads.slice_rows(r.begin, r.end),
+                      step.dense_slots.slice_rows(r.begin, r.end), dense);
+      }
+    }
   }
   // The KV layer decides what a query sees: window and sinks come from the layer's group.
   ops::AttentionParams params = config.attention;
@@ -182,6 +189,10 @@ void attention_block(const AttentionWeights& w, const AttentionBlockConfig& conf
   params.sink_tokens = step.sink_tokens;
   Tensor attn_heads = b.attn.reshape({tokens, heads, dim});
   plan.attention_fn()(q_heads, view, *step.rows, params, attn_heads);
+  // --kv-quant-start S: `rows` covered the queries at positions >= S; those below read bf16 K/V.
+  if (step.dense_rows != nullptr)
+    plan.attention_fn()(q_heads, cache.dense_layer_view(layer), *step.dense_rows, params,
+                        attn_heads);
   ops::matmul(b.attn, w.o, w.o_bias, out);
 }
 

@@ -95,6 +95,9 @@ void check_attention_rows(const AttentionRows& rows, int64_t T, int64_t num_bloc
   RINGLM_CHECK(
       rows.query_start != nullptr && rows.context_len != nullptr && rows.block_table != nullptr,
       "attention: rows.query_start, context_len and block_table must be set");
+  RINGLM_CHECK(rows.query_pos_begin >= 0 && rows.query_pos_begin <= rows.query_pos_end,
+               "attention: query positions [", rows.query_pos_begin, ", ", rows.query_pos_end,
+               ") are not a range");
   RINGLM_CHECK(rows.query_start[0] == 0, "attention: query_start[0] is ", rows.query_start[0],
                ", expected 0");
   RINGLM_CHECK(rows.query_start[rows.num_rows] == T, "attention: query_start[num_rows] is ",
@@ -106,10 +109,14 @@ void check_attention_rows(const AttentionRows& rows, int64_t T, int64_t num_bloc
                  " -> ", rows.query_start[r + 1], ")");
     RINGLM_CHECK(ctx >= n, "attention: row ", r, " has context_len ", ctx, " < its ", n,
                  " queries");
-    const int64_t blocks = (ctx + block_tokens - 1) / block_tokens;
-    RINGLM_CHECK(n == 0 || blocks <= rows.max_blocks, "attention: row ", r, " needs ", blocks,
-                 " blocks for ", ctx, " tokens but max_blocks is ", rows.max_blocks);
-    if (n == 0 || rows.tables_checked) continue;
+    // Keys past the last computed query are never read.
+    const int64_t read = std::min<int64_t>(ctx, rows.query_pos_end);
+    const int64_t blocks = (read + block_tokens - 1) / block_tokens;
+    // A row none of whose queries is in [query_pos_begin, query_pos_end) reads nothing.
+    const bool computed = n > 0 && ctx - n < rows.query_pos_end && ctx > rows.query_pos_begin;
+    RINGLM_CHECK(!computed || blocks <= rows.max_blocks, "attention: row ", r, " needs ", blocks,
+                 " blocks for ", read, " tokens but max_blocks is ", rows.max_blocks);
+    if (!computed || rows.tables_checked) continue;
     const int32_t* table = rows.block_table + static_cast<int64_t>(r) * rows.max_blocks;
     for (int64_t b = 0; b < blocks; ++b) {
       RINGLM_CHECK(table[b] >= 0 && table[b] < num_blocks, "attention: row ", r, " block_table[", b,
@@ -143,6 +150,9 @@ void attention(const Tensor& q, const KvLayerView& kv, const AttentionRows& rows
   check_attention_rows(rows, q.shape[0], kv.k.shape[0], kv.block_tokens());
 #ifdef RINGLM_HAS_CUDA
   if (dev == Device::CUDA) {
+    RINGLM_USER_CHECK(
+        rows.all_queries(),
+        "the KV precision transition (--kv-quant-start) is not available on CUDA yet");
     if (rows.device_mirror != nullptr)
       return cuda::attention(q, kv, *static_cast<const cuda::DeviceRows*>(rows.device_mirror),
                              params, out);

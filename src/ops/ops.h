@@ -129,6 +129,13 @@ struct AttentionRows {
   // Backend copy of these tables, uploaded once per step (cuda::DeviceRows for CUDA tensors);
   // null: a CUDA attention call uploads the host tables itself.
   const void* device_mirror = nullptr;
+  // Only the queries at positions in [query_pos_begin, query_pos_end) are computed; the other
+  // rows of `out` are left as they are. A transitioning KV group (--kv-quant-start S) runs
+  // attention twice per layer: positions < S over its bf16 view, positions >= S over its
+  // quantized view. CPU only: CUDA refuses a narrowed range.
+  int32_t query_pos_begin = 0;
+  int32_t query_pos_end = INT32_MAX;
+  bool all_queries() const { return query_pos_begin <= 0 && query_pos_end == INT32_MAX; }
 };
 // The checks attention applies to `rows` (query ranges cover [0, T), contexts hold their queries,
 // block ids in [0, num_blocks)); throws ringlm::Error naming the row.
@@ -151,7 +158,8 @@ struct AttentionParams {
 // rotated values per key row, accumulates the rotated values and un-rotates each output row once
 // (equal to attending over un-rotated values up to f32 rounding). Checks that query_start covers
 // [0, T) in order, context_len[r] >= the row's queries, and the blocks a row's context needs are
-// valid block ids. Rows with no queries are skipped. out may alias q.
+// valid block ids. Rows with no queries are skipped, as are queries outside
+// [rows.query_pos_begin, rows.query_pos_end). out may alias q.
 void attention(const Tensor& q,  // F32[T, q_heads, head_dim]
                const KvLayerView& kv, const AttentionRows& rows, const AttentionParams& params,
                Tensor& out);  // F32[T, q_heads, head_dim]

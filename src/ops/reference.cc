@@ -203,10 +203,15 @@ void attention(const Tensor& q, const KvLayerView& kv, const AttentionRows& rows
     const int64_t q0 = rows.query_start[r], n = rows.query_start[r + 1] - q0;
     const int64_t ctx = rows.context_len[r];
     if (n == 0) continue;
+    // Only queries at positions in [query_pos_begin, query_pos_end) are computed.
+    const auto computed = [&](int64_t pos) {
+      return pos >= rows.query_pos_begin && pos < rows.query_pos_end;
+    };
     // Explicit mask [n, ctx]: query i sits at position ctx - n + i.
     std::vector<char> mask(static_cast<size_t>(n * ctx)), needed(static_cast<size_t>(ctx));
     for (int64_t i = 0; i < n; ++i) {
       const int64_t pos = ctx - n + i;
+      if (!computed(pos)) continue;
       for (int64_t j = 0; j < ctx; ++j) {
         const bool causal = j <= pos;
         const bool in_window = params.window <= 0 || j > pos - params.window;
@@ -241,6 +246,7 @@ void attention(const Tensor& q, const KvLayerView& kv, const AttentionRows& rows
     }
     std::vector<double> scores(static_cast<size_t>(ctx));
     for (int64_t i = 0; i < n; ++i) {
+      if (!computed(ctx - n + i)) continue;
       for (int64_t h = 0; h < QH; ++h) {
         const int64_t g = h / group;
         const float* qv = q.ptr<const float>() + ((q0 + i) * QH + h) * D;

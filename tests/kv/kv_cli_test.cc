@@ -1,10 +1,11 @@
 // The KV flags of the ringlm binary: --max-kv-size / --kv-keep / --kv-format (dense and affine) /
-// --kv-config give the tokens the runner gives in process with the same configuration; bad values
-// (and the unbuilt --kv-quant-start) are one clear error, exit 1.
+// --kv-config / --kv-quant-start give the tokens the runner gives in process with the same
+// configuration; bad values are one clear error, exit 1.
 #include <gtest/gtest.h>
 
 #include "cli/cli_util.h"
 
+#include <filesystem>
 #include <fstream>
 
 #include "engine/runner.h"
@@ -65,10 +66,6 @@ TEST(KvCli, BadKvFlagsAreClearErrors) {
   EXPECT_EQ(out.exit_code, 1);
   EXPECT_NE(out.output.find("head_dim 16 is not a multiple of the group size 32"),
             std::string::npos)
-      << out.output;
-  out = run(base + "--kv-format int8-g32 --kv-quant-start 64");
-  EXPECT_EQ(out.exit_code, 1);
-  EXPECT_NE(out.output.find("--kv-quant-start is not supported yet"), std::string::npos)
       << out.output;
   const std::string bad_config = ::testing::TempDir() + "/bad_kv_config.json";
   std::ofstream(bad_config) << R"({"layers": {"0": "int5-g64"}})";
@@ -145,6 +142,43 @@ TEST(KvCli, TurboKvFormatsGenerateEqualsTheRunner) {
       run("generate --model " + dir + " --prompt-tokens 3 --max-tokens 1 --kv-format turbo:k3v3");
   EXPECT_NE(bad.exit_code, 0);
   EXPECT_NE(bad.output.find("turbo:kXvY"), std::string::npos) << bad.output;
+}
+
+// `generate --kv-format int8-g64 --kv-quant-start 64` on the embedded model = the runner in process
+// with kv_quant_start 64 (a prompt that crosses 64, then decode); bad values are clear errors.
+TEST(KvCli, KvQuantStartGenerateEqualsTheRunner) {
+  const std::string dir = std::string(RINGLM_MODELS_DIR) + "/ringlm-kjv-llama";
+  if (!std::filesystem::exists(dir + "/config.json")) GTEST_SKIP() << dir << " is not there";
+  std::vector<int32_t> prompt;
+  for (int i = 0; i < 80; ++i) prompt.push_back(5 + (i * 53) % 900);
+  auto model = models::load_model(dir);
+  engine::RunnerConfig rc;
+  rc.kv_memory_bytes = size_t{16} << 20;
+  rc.kv_format = kv::KvFormat::parse("int8-g64");
+  rc.kv_quant_start = 64;
+  engine::Runner runner(*model, rc);
+  ASSERT_EQ(runner.cache().num_groups(), 2);  // int8 and its bf16 companion
+  engine::GreedyOptions options;
+  options.max_new_tokens = 16;
+  for (int64_t eos : model->config().eos_token_ids)  // generate stops at EOS
+    options.stop_token_ids.push_back(static_cast<int32_t>(eos));
+  const auto want = engine::generate_greedy(runner, {prompt}, options).tokens[0];
+  const std::string base = "generate --model " + dir + " --prompt-tokens " + join(prompt) +
+                           " --max-tokens 16 --kv-memory 16 ";
+  const Outcome out = run(base + "--kv-format int8-g64 --kv-quant-start 64", true);
+  ASSERT_EQ(out.exit_code, 0) << out.output;
+  EXPECT_EQ(out.output.substr(0, out.output.find('\n')), join(want));
+
+  for (const auto& [flags, message] : std::vector<std::pair<std::string, std::string>>{
+           {"--kv-format int8-g64 --kv-quant-start -1", "--kv-quant-start must be a position >= 0"},
+           {"--kv-format int8-g64 --kv-quant-start abc", "expects an integer, got 'abc'"},
+           {"--kv-format bf16 --kv-quant-start 64",
+            "--kv-quant-start 64 needs a quantized KV format"},
+           {"--kv-quant-start 64", "--kv-quant-start 64 needs a quantized KV format"}}) {
+    const Outcome bad = run(base + flags);
+    EXPECT_EQ(bad.exit_code, 1) << flags;
+    EXPECT_NE(bad.output.find(message), std::string::npos) << flags << ": " << bad.output;
+  }
 }
 
 }  // namespace

@@ -7,9 +7,11 @@
 // exactly like the straight run. The same under the affine KV formats (int8 / int4, groups of
 // 32 on the fixtures whose head_dim allows it, groups of 64 on a random head_dim-64 Llama) and
 // the TurboQuant formats (turbo = k8v3 on the head_dim-32 fixtures and the head_dim-64 Llama,
-// turbo:k4v2 on the latter).
+// turbo:k4v2 on the latter), and with the precision transition (--kv-quant-start: bf16 K/V for
+// the queries before a position, quantized after).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <random>
@@ -26,9 +28,12 @@ namespace {
 
 using Logits = std::vector<std::vector<float>>;  // [position][vocab]
 
+// `format` may end in "@S": the precision transition from bf16 at position S (--kv-quant-start).
 engine::RunnerConfig runner_config(bool bounded, int lookahead, const std::string& format = "f32") {
   engine::RunnerConfig rc;
-  rc.kv_format = kv::KvFormat::parse(format);
+  const size_t at = format.find('@');
+  rc.kv_format = kv::KvFormat::parse(format.substr(0, at));
+  if (at != std::string::npos) rc.kv_quant_start = std::stoll(format.substr(at + 1));
   rc.kv_memory_bytes = size_t{32} << 20;
   rc.block_tokens = 8;
   rc.max_step_tokens = 96;
@@ -272,8 +277,9 @@ TEST_P(KvSchedule, SavedAndLoadedRowContinuesLikeTheStraightRun) {
   const size_t prefix = 53, n = 84;
   const auto a = tokens_for(prompt, n, 3);
   const Logits want = alone(*model, rc, a, 20);
-  const std::string path =
-      ::testing::TempDir() + "/kv_" + fixture + (bounded ? "_b_" : "_") + format + ".safetensors";
+  std::string file = fixture + (bounded ? "_b_" : "_") + format;
+  std::replace(file.begin(), file.end(), ':', '_');
+  const std::string path = ::testing::TempDir() + "/kv_" + file + ".safetensors";
   {
     engine::Runner runner(*model, rc);
     auto& cache = runner.cache();
@@ -371,6 +377,15 @@ std::vector<std::tuple<std::string, bool, std::string>> cases() {
       out.emplace_back(m, false, format);
       out.emplace_back(m, true, format);
     }
+    // The precision transition (bf16 before position S, quantized after): S = 40 inside the
+    // requests (some end before it), rollbacks across it, fork before it, save after it; S = 13
+    // off the block grid.
+    for (const std::string format : {"int8-g32@40", "turbo@40", "int4-g64@13", "turbo:k4v3@13"}) {
+      if (!testing::kv_format_fits(m, format.substr(0, format.find('@')))) continue;
+      if (format.ends_with("@13") && m != "random_d64") continue;
+      out.emplace_back(m, false, format);
+      out.emplace_back(m, true, format);
+    }
   }
   return out;
 }
@@ -379,7 +394,10 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, KvSchedule, ::testing::ValuesIn(cases()),
                          [](const auto& param_info) {
                            std::string name = std::get<0>(param_info.param) +
                                               (std::get<1>(param_info.param) ? "_max_kv_20" : "");
-                           const std::string& format = std::get<2>(param_info.param);
+                           const std::string& spec = std::get<2>(param_info.param);
+                           const size_t at = spec.find('@');
+                           const std::string format = spec.substr(0, at);
+                           if (at != std::string::npos) name += "_from_" + spec.substr(at + 1);
                            if (format.rfind("turbo", 0) == 0) {
                              name += "_turbo" + (format.size() > 5 ? "_" + format.substr(6) : "");
                            } else if (format != "f32") {

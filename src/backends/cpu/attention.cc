@@ -460,8 +460,14 @@ void attention(const Tensor& q, const ops::KvLayerView& kv, const ops::Attention
   // Tasks: each row's queries in blocks of kQueryBlock, times the kv heads.
   std::vector<AttentionTask> tasks;
   for (int32_t r = 0; r < rows.num_rows; ++r) {
-    for (int64_t t0 = rows.query_start[r]; t0 < rows.query_start[r + 1]; t0 += kQueryBlock) {
-      const int64_t t1 = std::min<int64_t>(t0 + kQueryBlock, rows.query_start[r + 1]);
+    // Only queries at positions in [query_pos_begin, query_pos_end): token t sits at position
+    // context_len - query_start[r + 1] + t.
+    const int64_t shift = int64_t{rows.context_len[r]} - rows.query_start[r + 1];
+    const int64_t begin =
+        std::max<int64_t>(rows.query_start[r], int64_t{rows.query_pos_begin} - shift);
+    const int64_t end = std::min<int64_t>(rows.query_start[r + 1], rows.query_pos_end - shift);
+    for (int64_t t0 = begin; t0 < end; t0 += kQueryBlock) {
+      const int64_t t1 = std::min<int64_t>(t0 + kQueryBlock, end);
       for (int32_t g = 0; g < kv_heads; ++g) tasks.push_back({r, g, t0, t1});
     }
   }
