@@ -105,11 +105,25 @@ AttentionParams params_for(const Config& c) {
   return p;
 }
 
+// Prefill rows with 16-bit K/V, head_dim 64 or 128 and 1, 2, 4 or 8 query heads per KV head run
+// on tensor cores (device/attention_prefill.cuh): q·scale and the softmax weights are rounded to
+// the K/V dtype (unit roundoff u), so the score error gains u·scale·Σ|q·k| and the output
+// u·max|v| (Σ p̃·v / l with p̃ = p(1 + δ), |δ| ≤ u).
+double tensor_core_roundoff(const Config& c, int queries_in_row) {
+  const int group = c.q_heads / c.kv_heads;
+  const bool tc = queries_in_row > 1 && (c.dtype == DType::BF16 || c.dtype == DType::F16) &&
+                  (c.head_dim == 64 || c.head_dim == 128) &&
+                  (group == 1 || group == 2 || group == 4 || group == 8);
+  if (!tc) return 0.0;
+  return c.dtype == DType::BF16 ? std::ldexp(1.0, -8) : std::ldexp(1.0, -11);
+}
+
 // Error bound of one output element, from the inputs. f32 scores: the dot product of D terms is
 // within γ_(D+2) of Σ|q·k| (doubled for the warp tree), times scale; the cap adds ≤ 6u of |s|.
 // A score error ≤ Δ moves each softmax weight by a factor e^(±Δ): the output by ≤ 2.2Δ·max|v|.
 // The f32 sums of weights and weighted values over ctx keys with rescaling add ≤ (2·ctx + 20)u
 // relative to max|v|; expf's 2 ulp per weight, 8u more.
+// Tensor-core rows add their roundoff u (tensor_core_roundoff).
 double tolerance(const Problem& p, const Config& c, const AttentionParams& params, int64_t t,
                  int64_t h) {
   const Layout& L = p.layout;
@@ -120,6 +134,7 @@ double tolerance(const Problem& p, const Config& c, const AttentionParams& param
   const int pos = ctx - n + static_cast<int>(t) - L.query_start[static_cast<size_t>(r)];
   const int lo = c.window > 0 ? std::max(0, pos - c.window + 1) : 0;
   const int sinks = c.window > 0 ? std::min(c.sinks, lo) : 0;  // sinks not already in the window
+  const double u = tensor_core_roundoff(c, n);
   const int g = static_cast<int>(h) / (c.q_heads / c.kv_heads);
   const int D = c.head_dim, bt = c.block_tokens;
   double delta = 0.0, vmax = 0.0;
@@ -136,11 +151,12 @@ double tolerance(const Problem& p, const Config& c, const AttentionParams& param
       dot += qk;
       vmax = std::max(vmax, double{std::fabs(p.v.f(off + d))});
     }
-    double d_s = 2.0 * (D + 2) * kEps * mag * params.scale;
+    double d_s = (2.0 * (D + 2) * kEps + 2.0 * u) * mag * params.scale;
     if (c.softcap > 0) d_s += 6 * kEps * std::fabs(dot * params.scale);
     delta = std::max(delta, d_s);
   }
-  return vmax * (2.2 * delta + (2.0 * static_cast<double>(visible.size()) + 28) * kEps) + 1e-30;
+  return vmax * (2.2 * delta + 2.0 * u + (2.0 * static_cast<double>(visible.size()) + 28) * kEps) +
+         1e-30;
 }
 
 void check_config(const Config& c, uint32_t seed) {

@@ -21,10 +21,12 @@
 // whatever else is in the step: a row's bits are the same alone or batched.
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
 
 #include "backends/cuda/cuda_ops.h"
 #include "backends/cuda/device/attention_common.cuh"
 #include "backends/cuda/device/attention_decode.cuh"
+#include "backends/cuda/device/attention_prefill.cuh"
 #include "backends/cuda/device/common.cuh"
 #include "backends/cuda/device/kv_readers.cuh"
 #include "backends/cuda/device_rows.h"
@@ -198,14 +200,28 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
   }
 }
 
+// Rows with several queries (with split_decode off, every row): on tensor cores where the format
+// and shape allow (device/attention_prefill.cuh), else one block per (token, head).
+template <typename Kv, int kChunks>
+void launch_multi_query(const AttnArgs& args, const Kv& kv, int64_t T, cudaStream_t stream) {
+  if constexpr (std::is_same_v<Kv, device::DenseKvReader<__nv_bfloat16>> ||
+                std::is_same_v<Kv, device::DenseKvReader<__half>>) {
+    if (args.split_decode &&
+        device::prefill_tc_supported(args.head_dim, args.q_heads / args.kv_heads)) {
+      device::launch_prefill_tc(args, kv, T, stream);
+      return;
+    }
+  }
+  attention_kernel<Kv, kChunks>
+      <<<static_cast<unsigned>(T * args.q_heads), kThreadsPerBlock, 0, stream>>>(args, kv);
+  check_launch("attention_kernel");
+}
+
 template <typename Kv, int kChunks>
 void launch(const AttnArgs& args, const Kv& kv, const RowsSummary& summary, int64_t T,
             cudaStream_t stream) {
-  if (summary.other_rows > 0 || !args.split_decode) {
-    attention_kernel<Kv, kChunks>
-        <<<static_cast<unsigned>(T * args.q_heads), kThreadsPerBlock, 0, stream>>>(args, kv);
-    check_launch("attention_kernel");
-  }
+  if (summary.other_rows > 0 || !args.split_decode)
+    launch_multi_query<Kv, kChunks>(args, kv, T, stream);
   if (!args.split_decode || summary.decode_rows == 0) return;
   if (device::grouped_decode_supported(args.head_dim, args.q_heads / args.kv_heads)) {
     device::launch_grouped_decode(args, kv, stream);

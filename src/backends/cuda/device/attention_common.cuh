@@ -6,6 +6,9 @@
 
 namespace ringlm::cuda::device {
 
+// Kernels keep scores in log2 units (exp2 is one instruction).
+constexpr float kLog2e = 1.4426950408889634f, kLn2 = 0.6931471805599453f;
+
 struct AttnArgs {
   const float* q;              // [T, q_heads, D]
   float* out;                  // [T, q_heads, D]

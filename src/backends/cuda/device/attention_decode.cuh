@@ -24,7 +24,6 @@
 namespace ringlm::cuda::device {
 
 constexpr int kDecodeThreads = 128;
-constexpr float kLog2e = 1.4426950408889634f, kLn2 = 0.6931471805599453f;
 constexpr float kRescaleLog2 = 8.0f;  // weights stay ≤ 2^8 between rescales
 
 // Which decode shapes this kernel serves (others use the per-head kernels in attention.cu).

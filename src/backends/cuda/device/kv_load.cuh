@@ -40,6 +40,7 @@ constexpr bool has_raw8() {
 // Dense F32 / BF16 / F16 rows: k, v [num_blocks, block_tokens, kv_heads, head_dim].
 template <typename T>
 struct DenseKvReader {
+  using Element = T;
   static constexpr bool kRotatedValues = false;
   const T* k;
   const T* v;
