@@ -11,6 +11,7 @@
 #include <random>
 #include <vector>
 
+#include "backends/cuda/device_rows.h"
 #include "cuda_test_util.h"
 #include "ops/ops.h"
 
@@ -89,6 +90,23 @@ inline ::testing::AssertionResult rows_alone_equal_batched(
     if (!bitwise_equal(alone.to_host().t(), all.t().slice_rows(q0, q0 + n)))
       return ::testing::AssertionFailure() << "row " << r;
   }
+  return ::testing::AssertionSuccess();
+}
+
+// `out` (F32[T, q_heads, head_dim]), the step's output, again through the tables uploaded once
+// (DeviceRows) and in place (out aliases q): the same bits both ways. Overwrites q.
+inline ::testing::AssertionResult device_rows_and_in_place_match(
+    OnDevice& q,  // F32[T, q_heads, head_dim]
+    const KvLayerView& view, const Layout& L, const AttentionParams& params, const Owned& out) {
+  cuda::DeviceRows drows;
+  drows.upload(L.rows());
+  OnDevice again(DType::F32, {out.t().shape[0], out.t().shape[1], out.t().shape[2]});
+  cuda::attention(q.t(), view, drows, params, again.t());
+  if (!bitwise_equal(again.to_host().t(), out.t()))
+    return ::testing::AssertionFailure() << "DeviceRows differ from the per-call upload";
+  attention(q.t(), view, L.rows(), params, q.t());
+  if (!bitwise_equal(q.to_host().t(), out.t()))
+    return ::testing::AssertionFailure() << "in place differs";
   return ::testing::AssertionSuccess();
 }
 

@@ -418,16 +418,7 @@ void check_attention(Format f, const Config& c, uint32_t seed) {
     }
   }
 
-  // The tables uploaded once (DeviceRows) give the same bits as the per-call upload.
-  cuda::DeviceRows drows;
-  drows.upload(p.layout.rows());
-  OnDevice dout2(DType::F32, {T, c.q_heads, c.head_dim});
-  cuda::attention(dq.t(), view, drows, params, dout2.t());
-  ASSERT_TRUE(testing::bitwise_equal(dout2.to_host().t(), out.t()));
-
-  // In place: out aliases q.
-  attention(dq.t(), view, p.layout.rows(), params, dq.t());
-  ASSERT_TRUE(testing::bitwise_equal(dq.to_host().t(), out.t()));
+  ASSERT_TRUE(testing::device_rows_and_in_place_match(dq, view, p.layout, params, out));
 }
 
 // (q_heads, kv_heads, block_tokens, window, softcap): MHA, GQA 4 and 8, MQA; full and sliding
