@@ -5,19 +5,13 @@
 # step must read and the fraction of the H200's measured copy bandwidth (4.27 TB/s); then the same
 # shape through PyTorch + transformers (compiled StaticCache generate) in the same run.
 # Writes OUTDIR/ringlm_decode.jsonl, OUTDIR/torch_decode.jsonl and OUTDIR/decode.md.
-set -euo pipefail
-cd "$(dirname "$0")/.."
-out=${1:?usage: bench/gpu_decode.sh OUTDIR}
-mkdir -p "$out"
-ringlm=${RINGLM:-build-cuda/ringlm}
+# shellcheck source=bench/gpu_common.sh
+source "$(dirname "$0")/gpu_common.sh"
 model=${MODEL_DIR:-/tmp/ringlm-bench/llama-3.1-8b}
 preset=${PRESET:-llama-3.1-8b}
 kv_mib=${KV_MIB:-100000}
 
-if [ ! -f "$model/config.json" ]; then
-  /usr/bin/time -f "random-model: %e s" "$ringlm" random-model --preset "$preset" --out "$model" \
-    --dtype bf16
-fi
+random_model "$preset" "$model"
 bench() { "$ringlm" bench --model "$model" --device cuda --kv-memory "$kv_mib" --gen 32 \
   --repeat 2 --json "$@"; }
 {

@@ -5,24 +5,15 @@
 # (written once by `ringlm random-model`). Batch 1 and 8 run the fused-dequant GEMV (M <= 8),
 # batch 16 and prefill the dequantized-tile path. Writes OUTDIR/quantized_decode.jsonl and
 # OUTDIR/quantized_prefill.jsonl.
-set -euo pipefail
-cd "$(dirname "$0")/.."
-out=${1:?usage: bench/gpu_quantized.sh OUTDIR}
-mkdir -p "$out"
-ringlm=${RINGLM:-build-cuda/ringlm}
+# shellcheck source=bench/gpu_common.sh
+source "$(dirname "$0")/gpu_common.sh"
 dir=${MODEL_ROOT:-/tmp/ringlm-bench}
 preset=${PRESET:-llama-3.1-8b}
 kv_mib=${KV_MIB:-40000}
 
-make_model() {  # NAME [--quantize BITS --group-size 64]
-  local name=$1
-  shift
-  [ -f "$dir/$name/config.json" ] ||
-    "$ringlm" random-model --preset "$preset" --out "$dir/$name" --dtype bf16 "$@"
-}
-make_model "$preset"
-make_model "$preset-mlx8" --quantize 8 --group-size 64
-make_model "$preset-mlx4" --quantize 4 --group-size 64
+random_model "$preset" "$dir/$preset"
+random_model "$preset" "$dir/$preset-mlx8" --quantize 8 --group-size 64
+random_model "$preset" "$dir/$preset-mlx4" --quantize 4 --group-size 64
 
 : >"$out/quantized_decode.jsonl"
 : >"$out/quantized_prefill.jsonl"

@@ -5,16 +5,10 @@
 # with the KV bytes the rows hold (sliding groups keep only their window) next to an
 # all-full-attention cache, and how many such rows the KV budget holds.
 # Writes OUTDIR/sliding.jsonl (one `ringlm bench --json` line per shape).
-set -euo pipefail
-cd "$(dirname "$0")/.."
-out=${1:?usage: bench/gpu_sliding.sh OUTDIR}
-mkdir -p "$out"
-ringlm=${RINGLM:-build-cuda/ringlm}
+# shellcheck source=bench/gpu_common.sh
+source "$(dirname "$0")/gpu_common.sh"
 model=${MODEL_DIR:-/tmp/ringlm-bench/gemma-3-12b}
-if [ ! -f "$model/config.json" ]; then
-  /usr/bin/time -f "random-model: %e s" "$ringlm" random-model --preset gemma-3-12b --out "$model" \
-    --dtype bf16
-fi
+random_model gemma-3-12b "$model"
 # 24 GB of weights + 90 GB of KV fit the H200's 141 GB.
 "$ringlm" bench --model "$model" --device cuda --kv-memory "${KV_MIB:-90000}" --gen 16 \
   --repeat 2 --context 32768 --batch "${BATCH:-1,32}" --json "$@" | tee "$out/sliding.jsonl"

@@ -8,6 +8,7 @@
 
 #include "backends/cuda/gemv.h"
 #include "cuda_test_util.h"
+#include "op_checks.h"
 #include "ops/ops.h"
 #include "ops/reference.h"
 
@@ -26,15 +27,6 @@ struct KN {
 // K multiples of 8 below, at and above one chunk per thread (256 threads · 8 values = 2048) and
 // not a multiple of it; N odd, below and above the block's 4 columns.
 const std::vector<KN> kShapes = {{8, 1}, {24, 5}, {1032, 3}, {2048, 130}, {4104, 37}};
-
-// The bound of matmul_test.cc: x's rounding to the weights' dtype (u_x) on each product, and f32
-// accumulation in any order (γ_(K+2), doubled) relative to Σ|x·w| + |b|; F16 inputs below 2^-14
-// are subnormal (absolute ≤ 2^-25 each, |w| ≤ 1).
-double tolerance(DType wt, int64_t K, double mag) {
-  const double ux = wt == DType::BF16 ? 1.0 / 256 : 1.0 / 2048;
-  const double sub = wt == DType::F16 ? static_cast<double>(K) * std::ldexp(1.0, -25) : 0.0;
-  return (ux + 2.0 * static_cast<double>(K + 2) * kEps) * 1.01 * mag + sub + 1e-30;
-}
 
 TEST(CudaGemv, MatchesReferenceAcrossTheRowBound) {
   RINGLM_REQUIRE_GPU();
@@ -56,10 +48,10 @@ TEST(CudaGemv, MatchesReferenceAcrossTheRowBound) {
           const Owned y = dy.to_host();
           for (int64_t m = 0; m < M; ++m) {
             for (int64_t n = 0; n < s.N; ++n) {
-              double mag = with_bias ? std::fabs(b.f(n)) : 0.0;
-              for (int64_t k = 0; k < s.K; ++k)
-                mag += std::fabs(double{x.f(m * s.K + k)} * w.f(n * s.K + k));
-              ASSERT_NEAR(y.f(m * s.N + n), ref.f(m * s.N + n), tolerance(wt, s.K, mag))
+              // The bound of matmul_test.cc (op_checks.h).
+              const double mag = testing::matmul_magnitude(x, w, with_bias ? &b : nullptr, m, n);
+              ASSERT_NEAR(y.f(m * s.N + n), ref.f(m * s.N + n),
+                          testing::matmul_tolerance(wt, s.K, mag))
                   << "m=" << m << " n=" << n;
             }
           }
@@ -99,26 +91,14 @@ TEST(CudaGemv, StridedRows) {
         SCOPED_TRACE(::testing::Message()
                      << testing::dtype_label(wt) << " x_pad=" << x_pad << " M=" << M);
         const int64_t K = 520, N = 9;
-        Owned xbuf(DType::F32, {M, K + x_pad}), w(wt, {N, K}), b(DType::F16, {N});
-        Owned ybuf(DType::F32, {M, N + 3}), ref(DType::F32, {M, N});
-        testing::fill_small_ints(xbuf, 7);
+        Owned w(wt, {N, K}), b(DType::F16, {N});
         testing::fill_small_ints(w, 8);
         testing::fill_small_ints(b, 9);
-        testing::fill_small_ints(ybuf, 10, 1000);
-        OnDevice dx(xbuf), dw(w), db(b), dy(ybuf);
-        Tensor x = xbuf.t(), xv = dx.t(), yv = dy.t();
-        x.shape[1] = K;
-        xv.shape[1] = K;
-        yv.shape[1] = N;
-        matmul(xv, dw.t(), db.t(), yv);
-        reference::matmul(x, w.t(), b.t(), ref.t());
-        const Owned y = dy.to_host();
-        for (int64_t m = 0; m < M; ++m) {
-          for (int64_t n = 0; n < N + 3; ++n) {
-            const float want = n < N ? ref.f(m * N + n) : ybuf.f(m * (N + 3) + n);
-            ASSERT_EQ(y.f(m * (N + 3) + n), want) << "m=" << m << " n=" << n;
-          }
-        }
+        OnDevice dw(w), db(b);
+        ASSERT_TRUE(testing::strided_rows_match(
+            {M, K, N, x_pad, 7, 10},
+            [&](const Tensor& x, Tensor& y) { matmul(x, dw.t(), db.t(), y); },
+            [&](const Tensor& x, Tensor& y) { reference::matmul(x, w.t(), b.t(), y); }));
       }
     }
   }

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "cuda_test_util.h"
+#include "op_checks.h"
 #include "ops/ops.h"
 #include "ops/reference.h"
 
@@ -25,11 +26,6 @@ const std::vector<Case> kCases = {{1, 1, 1},      {2, 3, 5},       {7, 17, 257},
                                   {1, 4096, 515}, {129, 512, 384}, {2, 1023, 1}};
 const DType kWeightTypes[] = {DType::F32, DType::BF16, DType::F16};
 
-// Unit roundoff of x once rounded to the weights' dtype (bf16: 8 significant bits, f16: 11).
-double input_roundoff(DType wt) {
-  return wt == DType::BF16 ? 1.0 / 256 : wt == DType::F16 ? 1.0 / 2048 : 0.0;
-}
-
 TEST(CudaMatmul, MatchesReferenceOnRandomInputs) {
   RINGLM_REQUIRE_GPU();
   for (DType wt : kWeightTypes) {
@@ -46,19 +42,10 @@ TEST(CudaMatmul, MatchesReferenceOnRandomInputs) {
         matmul(dx.t(), dw.t(), with_bias ? db.t() : Tensor(), dy.t());
         reference::matmul(x.t(), w.t(), with_bias ? b.t() : Tensor(), ref.t());
         const Owned y = dy.to_host();
-        // Each product x·w carries x's rounding to the weights' dtype (relative ≤ u_x; exact for
-        // f32) and the f32 accumulation in any order adds ≤ γ_(K+2) relative to Σ|x·w| + |b|
-        // (Higham); doubled for accumulators that may truncate rather than round. F16 inputs
-        // below 2^-14 are subnormal: absolute ≤ 2^-25 each, times |w| ≤ 1.
-        const double ux = input_roundoff(wt);
-        const double sub = wt == DType::F16 ? static_cast<double>(c.K) * std::ldexp(1.0, -25) : 0;
         for (int64_t m = 0; m < c.M; ++m) {
           for (int64_t n = 0; n < c.N; ++n) {
-            double mag = with_bias ? std::fabs(b.f(n)) : 0.0;
-            for (int64_t k = 0; k < c.K; ++k)
-              mag += std::fabs(double{x.f(m * c.K + k)} * w.f(n * c.K + k));
-            const double tol =
-                (ux + 2.0 * static_cast<double>(c.K + 2) * kEps) * 1.01 * mag + sub + 1e-30;
+            const double mag = testing::matmul_magnitude(x, w, with_bias ? &b : nullptr, m, n);
+            const double tol = testing::matmul_tolerance(wt, c.K, mag);
             ASSERT_NEAR(y.f(m * c.N + n), ref.f(m * c.N + n), tol) << "m=" << m << " n=" << n;
           }
         }
@@ -93,28 +80,15 @@ TEST(CudaMatmul, ExactOnSmallIntegers) {
 TEST(CudaMatmul, StridedRows) {
   RINGLM_REQUIRE_GPU();
   for (DType wt : kWeightTypes) {
+    SCOPED_TRACE(testing::dtype_label(wt));
     const int64_t M = 7, K = 19, N = 9;
-    Owned xbuf(DType::F32, {M, K + 5}), w(wt, {N, K}), b(DType::BF16, {N});
-    Owned ybuf(DType::F32, {M, N + 3}), ref(DType::F32, {M, N});
-    testing::fill_small_ints(xbuf, 7);
+    Owned w(wt, {N, K}), b(DType::BF16, {N});
     testing::fill_small_ints(w, 8);
     testing::fill_small_ints(b, 9);
-    testing::fill_small_ints(ybuf, 10, 1000);
-    OnDevice dx(xbuf), dw(w), db(b), dy(ybuf);
-    Tensor x = xbuf.t(), xv = dx.t(), yv = dy.t();
-    x.shape[1] = K;
-    xv.shape[1] = K;
-    yv.shape[1] = N;
-    matmul(xv, dw.t(), db.t(), yv);
-    reference::matmul(x, w.t(), b.t(), ref.t());
-    const Owned y = dy.to_host();
-    for (int64_t m = 0; m < M; ++m) {
-      for (int64_t n = 0; n < N + 3; ++n) {
-        const float want = n < N ? ref.f(m * N + n) : ybuf.f(m * (N + 3) + n);
-        ASSERT_EQ(y.f(m * (N + 3) + n), want)
-            << testing::dtype_label(wt) << " m=" << m << " n=" << n;
-      }
-    }
+    OnDevice dw(w), db(b);
+    ASSERT_TRUE(testing::strided_rows_match(
+        {M, K, N, 5, 7, 10}, [&](const Tensor& x, Tensor& y) { matmul(x, dw.t(), db.t(), y); },
+        [&](const Tensor& x, Tensor& y) { reference::matmul(x, w.t(), b.t(), y); }));
   }
 }
 

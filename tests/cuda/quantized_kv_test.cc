@@ -29,13 +29,17 @@
 #include "kv/affine_codec.h"
 #include "kv/turbo_codec.h"
 #include "ops/ops.h"
+#include "paged_layout.h"
 
 namespace ringlm::ops {
 namespace {
 
 using testing::kEps;
+using testing::Layout;
+using testing::make_layout;
 using testing::OnDevice;
 using testing::Owned;
+using testing::RowSpec;
 
 struct Format {
   int bits;        // affine: code bits; turbo: key bits
@@ -295,53 +299,6 @@ TEST(CudaQuantizedKv, ReadersDecodeAsTheCodecs) {
 
 // ---- attention ----
 
-struct RowSpec {
-  int n;    // queries this step
-  int ctx;  // tokens in the KV after the step
-};
-
-// A paged layout: each row's blocks scattered through the pool; block 0 is the null block.
-struct Layout {
-  int block_tokens = 0, num_blocks = 0, max_blocks = 0;
-  std::vector<int32_t> query_start, context_len, block_table;
-  AttentionRows rows() const {
-    AttentionRows r;
-    r.num_rows = static_cast<int>(context_len.size());
-    r.query_start = query_start.data();
-    r.context_len = context_len.data();
-    r.block_table = block_table.data();
-    r.max_blocks = max_blocks;
-    return r;
-  }
-  int tokens() const { return query_start.back(); }
-};
-
-Layout make_layout(const std::vector<RowSpec>& specs, int block_tokens, uint32_t seed) {
-  Layout L;
-  L.block_tokens = block_tokens;
-  L.query_start.push_back(0);
-  int total = 0;
-  for (const RowSpec& s : specs) {
-    const int blocks = (s.ctx + block_tokens - 1) / block_tokens;
-    L.max_blocks = std::max(L.max_blocks, blocks);
-    total += blocks;
-    L.query_start.push_back(L.query_start.back() + s.n);
-    L.context_len.push_back(s.ctx);
-  }
-  L.num_blocks = total + 3;
-  std::vector<int32_t> ids(static_cast<size_t>(L.num_blocks - 1));
-  std::iota(ids.begin(), ids.end(), 1);
-  std::shuffle(ids.begin(), ids.end(), std::mt19937(seed));
-  L.block_table.assign(specs.size() * static_cast<size_t>(L.max_blocks), 0);
-  size_t next = 0;
-  for (size_t r = 0; r < specs.size(); ++r) {
-    const int blocks = (specs[r].ctx + block_tokens - 1) / block_tokens;
-    for (int b = 0; b < blocks; ++b)
-      L.block_table[r * static_cast<size_t>(L.max_blocks) + static_cast<size_t>(b)] = ids[next++];
-  }
-  return L;
-}
-
 struct Config {
   int head_dim, q_heads, kv_heads, block_tokens, window;
   float softcap;
@@ -461,16 +418,7 @@ void check_attention(Format f, const Config& c, uint32_t seed) {
     }
   }
 
-  // The tables uploaded once (DeviceRows) give the same bits as the per-call upload.
-  cuda::DeviceRows drows;
-  drows.upload(p.layout.rows());
-  OnDevice dout2(DType::F32, {T, c.q_heads, c.head_dim});
-  cuda::attention(dq.t(), view, drows, params, dout2.t());
-  ASSERT_TRUE(testing::bitwise_equal(dout2.to_host().t(), out.t()));
-
-  // In place: out aliases q.
-  attention(dq.t(), view, p.layout.rows(), params, dq.t());
-  ASSERT_TRUE(testing::bitwise_equal(dq.to_host().t(), out.t()));
+  ASSERT_TRUE(testing::device_rows_and_in_place_match(dq, view, p.layout, params, out));
 }
 
 // (q_heads, kv_heads, block_tokens, window, softcap): MHA, GQA 4 and 8, MQA; full and sliding
@@ -507,29 +455,9 @@ TEST(CudaQuantizedKv, BatchInvariant) {
     SCOPED_TRACE(f.name());
     const Config c{128, 8, 2, 16, 0, 0.0f};
     Problem p(f, c, kRows, 11);
-    const AttentionParams params = params_for(c);
-    const int64_t T = p.layout.tokens();
     DeviceCache dc(p.cache);
-    const KvLayerView view = dc.view();
-    OnDevice dq(p.q), dout(DType::F32, {T, c.q_heads, c.head_dim});
-    attention(dq.t(), view, p.layout.rows(), params, dout.t());
-    const Owned all = dout.to_host();
-    const Layout& L = p.layout;
-    for (size_t r = 0; r < L.context_len.size(); ++r) {
-      const int q0 = L.query_start[r], n = L.query_start[r + 1] - q0;
-      if (n == 0) continue;
-      const int32_t qs[2] = {0, n};
-      AttentionRows one;
-      one.num_rows = 1;
-      one.query_start = qs;
-      one.context_len = &L.context_len[r];
-      one.block_table = &L.block_table[r * static_cast<size_t>(L.max_blocks)];
-      one.max_blocks = L.max_blocks;
-      OnDevice alone(DType::F32, {n, c.q_heads, c.head_dim});
-      attention(dq.t().slice_rows(q0, q0 + n), view, one, params, alone.t());
-      ASSERT_TRUE(testing::bitwise_equal(alone.to_host().t(), all.t().slice_rows(q0, q0 + n)))
-          << "row " << r;
-    }
+    OnDevice dq(p.q);
+    ASSERT_TRUE(testing::rows_alone_equal_batched(dq.t(), dc.view(), p.layout, params_for(c)));
   }
 }
 

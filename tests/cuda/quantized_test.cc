@@ -12,6 +12,7 @@
 
 #include "cuda_test_util.h"
 #include "kv/affine_codec.h"
+#include "op_checks.h"
 #include "ops/quant_fixture.h"
 #include "ops/weight.h"
 
@@ -195,24 +196,10 @@ TEST(CudaQuantMatmul, StridedRows) {
   for (int64_t x_pad : {int64_t{4}, int64_t{5}}) {
     for (int64_t M : {int64_t{3}, int64_t{10}}) {
       SCOPED_TRACE(::testing::Message() << "x_pad=" << x_pad << " M=" << M);
-      Owned xbuf(DType::F32, {M, K + x_pad}), ybuf(DType::F32, {M, N + 3});
-      Owned ref(DType::F32, {M, N});
-      testing::fill_small_ints(xbuf, 34);
-      testing::fill_small_ints(ybuf, 35, 1000);
-      OnDevice dx(xbuf), dy(ybuf);
-      Tensor x = xbuf.t(), xv = dx.t(), yv = dy.t();
-      x.shape[1] = K;
-      xv.shape[1] = K;
-      yv.shape[1] = N;
-      matmul(x, Weight::quantized(f.q), Tensor(), ref.t());
-      matmul(xv, Weight::quantized(dw.q), Tensor(), yv);
-      const Owned y = dy.to_host();
-      for (int64_t m = 0; m < M; ++m) {
-        for (int64_t n = 0; n < N + 3; ++n) {
-          const float want = n < N ? ref.f(m * N + n) : ybuf.f(m * (N + 3) + n);
-          ASSERT_EQ(y.f(m * (N + 3) + n), want) << "m=" << m << " n=" << n;
-        }
-      }
+      ASSERT_TRUE(testing::strided_rows_match(
+          {M, K, N, x_pad, 34, 35},
+          [&](const Tensor& x, Tensor& y) { matmul(x, Weight::quantized(dw.q), Tensor(), y); },
+          [&](const Tensor& x, Tensor& y) { matmul(x, Weight::quantized(f.q), Tensor(), y); }));
     }
   }
 }
@@ -244,25 +231,11 @@ TEST(CudaQuantEmbedding, EqualsCpuBitForBit) {
 TEST(CudaQuantEmbedding, BadIdIsReportedBySynchronize) {
   RINGLM_REQUIRE_GPU();
   const QuantFixture f(5, 64, 4, 32, DType::BF16, 43);
-  Owned ids(DType::I32, {3});
-  ids.p<int32_t>()[0] = 1;
-  ids.p<int32_t>()[1] = 5;
-  ids.p<int32_t>()[2] = 2;
   DeviceQuant dt(f);
-  OnDevice dids(ids), dout(DType::F32, {3, 64});
+  OnDevice dids(testing::ids_with_a_bad_one()), dout(DType::F32, {3, 64});
   embedding(dids.t(), Weight::quantized(dt.q), 1.0f, dout.t());
-  try {
-    cuda::synchronize();
-    FAIL() << "expected an error";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("token id 5 at index 1"), std::string::npos) << e.what();
-  }
-  cuda::synchronize();  // the record was cleared
-  const Owned out = dout.to_host();
-  for (int64_t h = 0; h < 64; ++h) {
-    EXPECT_TRUE(std::isnan(out.f(64 + h)));
-    EXPECT_EQ(out.f(h), reference::dequantized_at(f.q, 1, h));
-  }
+  const Owned out = testing::expect_bad_id_reported(dout);
+  for (int64_t h = 0; h < 64; ++h) EXPECT_EQ(out.f(h), reference::dequantized_at(f.q, 1, h));
 }
 
 // ---- argument checks (no GPU needed: the tensors only carry the CUDA tag, never dereferenced)

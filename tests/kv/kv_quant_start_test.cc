@@ -14,13 +14,17 @@
 #include "engine/prefix_cache.h"
 #include "engine/runner.h"
 #include "kv/step_plan.h"
+#include "kv_run_util.h"
 #include "kv_test_models.h"
 #include "models/model.h"
 
 namespace ringlm {
 namespace {
 
-using Logits = std::vector<std::vector<float>>;  // [position][vocab]
+using testing::expect_same_logits;
+using testing::Logits;
+using testing::run_chunks;
+using testing::same_logits;
 
 engine::RunnerConfig config(const std::string& format, int64_t quant_start, bool bounded = false) {
   engine::RunnerConfig rc;
@@ -40,46 +44,6 @@ std::vector<int32_t> tokens_for(const std::vector<int32_t>& prompt, size_t n) {
   std::vector<int32_t> out;
   for (size_t i = 0; out.size() < n; ++i) out.push_back(prompt[(i * 7 + 3) % prompt.size()]);
   return out;
-}
-
-// Logits of every position of `tokens`, prefilled in the given chunks (the last one repeats).
-Logits run_chunks(models::Model& model, const engine::RunnerConfig& rc,
-                  const std::vector<int32_t>& tokens, const std::vector<size_t>& chunks) {
-  engine::Runner runner(model, rc);
-  auto& cache = runner.cache();
-  const auto seq = cache.add_sequence();
-  Logits out;
-  size_t done = 0;
-  for (size_t c = 0; done < tokens.size(); ++c) {
-    const size_t n = std::min(chunks[std::min(c, chunks.size() - 1)], tokens.size() - done);
-    EXPECT_TRUE(cache.append(seq, static_cast<int64_t>(n)));
-    kv::RowRequest row{seq,
-                       {tokens.begin() + static_cast<int64_t>(done),
-                        tokens.begin() + static_cast<int64_t>(done + n)},
-                       static_cast<int64_t>(done),
-                       true,
-                       true};
-    kv::StepPlan plan({row}, cache);
-    Tensor logits = runner.step(plan);
-    for (size_t i = 0; i < n; ++i) {
-      const float* p = logits.row<float>(static_cast<int64_t>(i));
-      out.emplace_back(p, p + model.vocab_size());
-    }
-    done += n;
-  }
-  cache.release(seq);
-  EXPECT_EQ(cache.used_blocks(), 0);
-  return out;
-}
-
-bool same(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
-
-void expect_same(const Logits& got, const Logits& want, const std::string& what) {
-  ASSERT_EQ(got.size(), want.size()) << what;
-  for (size_t p = 0; p < want.size(); ++p)
-    ASSERT_TRUE(same(got[p], want[p])) << what << ": logits differ at position " << p;
 }
 
 TEST(KvQuantStart, LayoutAddsBf16Companions) {
@@ -118,26 +82,28 @@ TEST_P(KvQuantStartModel, ChunkingInvariantAndEndpointsExact) {
   const auto rc = config(format, S, bounded);
   // One chunk; 7 at a time (S inside a chunk); [40, ..] (S at a boundary); [39, 2, ..]; decode.
   const Logits one = run_chunks(*model, rc, tokens, {90});
-  expect_same(run_chunks(*model, rc, tokens, {7}), one, "chunks of 7");
-  expect_same(run_chunks(*model, rc, tokens, {40, 50}), one, "chunks 40, 50");
-  expect_same(run_chunks(*model, rc, tokens, {39, 2, 49}), one, "chunks 39, 2, 49");
-  expect_same(run_chunks(*model, rc, tokens, {20, 1}), one, "prefill 20, then decode");
+  expect_same_logits(run_chunks(*model, rc, tokens, {7}), one, "chunks of 7");
+  expect_same_logits(run_chunks(*model, rc, tokens, {40, 50}), one, "chunks 40, 50");
+  expect_same_logits(run_chunks(*model, rc, tokens, {39, 2, 49}), one, "chunks 39, 2, 49");
+  expect_same_logits(run_chunks(*model, rc, tokens, {20, 1}), one, "prefill 20, then decode");
   // S = 0: the plain quantized format; S >= the length: plain bf16.
   const Logits quantized = run_chunks(*model, config(format, -1, bounded), tokens, {7});
   const Logits bf16 = run_chunks(*model, config("bf16", -1, bounded), tokens, {7});
-  expect_same(run_chunks(*model, config(format, 0, bounded), tokens, {7}), quantized, "S = 0");
-  expect_same(run_chunks(*model, config(format, 90, bounded), tokens, {7}), bf16, "S = 90");
-  expect_same(run_chunks(*model, config(format, 500, bounded), tokens, {90}), bf16, "S = 500");
+  expect_same_logits(run_chunks(*model, config(format, 0, bounded), tokens, {7}), quantized,
+                     "S = 0");
+  expect_same_logits(run_chunks(*model, config(format, 90, bounded), tokens, {7}), bf16, "S = 90");
+  expect_same_logits(run_chunks(*model, config(format, 500, bounded), tokens, {90}), bf16,
+                     "S = 500");
   // S = 40: the positions before S are bf16's; after it neither bf16's nor the quantized run's
   // (earlier layers' outputs at positions < S came from bf16 K/V).
   bool differs_bf16 = false, differs_quantized = false;
   for (size_t p = 0; p < one.size(); ++p) {
     if (p < static_cast<size_t>(S)) {
-      ASSERT_TRUE(same(one[p], bf16[p])) << "position " << p;
+      ASSERT_TRUE(same_logits(one[p], bf16[p])) << "position " << p;
       continue;
     }
-    differs_bf16 = differs_bf16 || !same(one[p], bf16[p]);
-    differs_quantized = differs_quantized || !same(one[p], quantized[p]);
+    differs_bf16 = differs_bf16 || !same_logits(one[p], bf16[p]);
+    differs_quantized = differs_quantized || !same_logits(one[p], quantized[p]);
   }
   EXPECT_TRUE(differs_bf16);
   EXPECT_TRUE(differs_quantized);
@@ -245,21 +211,11 @@ TEST(KvQuantStart, PrefixCacheHitsContinueExactly) {
     for (size_t done = shared; done < tokens.size();) {
       const size_t n = std::min<size_t>(done < 64 ? 9 : 1, tokens.size() - done);
       ASSERT_TRUE(cache.append(seq, static_cast<int64_t>(n)));
-      kv::StepPlan plan({{seq,
-                          {tokens.begin() + static_cast<int64_t>(done),
-                           tokens.begin() + static_cast<int64_t>(done + n)},
-                          static_cast<int64_t>(done),
-                          true,
-                          true}},
-                        cache);
-      Tensor logits = runner.step(plan);
-      for (size_t i = 0; i < n; ++i) {
-        const float* p = logits.row<float>(static_cast<int64_t>(i));
-        got.emplace_back(p, p + model->vocab_size());
-      }
+      kv::StepPlan plan({testing::chunk_row(seq, tokens, done, n)}, cache);
+      testing::append_logits(runner.step(plan), n, model->vocab_size(), got);
       done += n;
     }
-    expect_same(got, want, "after a prefix hit of " + std::to_string(shared));
+    expect_same_logits(got, want, "after a prefix hit of " + std::to_string(shared));
     cache.release(seq);
   }
   prefix.clear();

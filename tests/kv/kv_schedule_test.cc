@@ -19,6 +19,7 @@
 
 #include "engine/runner.h"
 #include "kv/step_plan.h"
+#include "kv_run_util.h"
 #include "kv_test_models.h"
 #include "models/golden_util.h"
 #include "models/model.h"
@@ -26,7 +27,8 @@
 namespace ringlm {
 namespace {
 
-using Logits = std::vector<std::vector<float>>;  // [position][vocab]
+using testing::expect_same_logits;
+using testing::Logits;
 
 // `format` may end in "@S": the precision transition from bf16 at position S (--kv-quant-start).
 engine::RunnerConfig runner_config(bool bounded, int lookahead, const std::string& format = "f32") {
@@ -65,39 +67,7 @@ Tensor run_step(engine::Runner& runner, const std::vector<kv::RowRequest>& rows)
 // per step.
 Logits alone(models::Model& model, const engine::RunnerConfig& rc,
              const std::vector<int32_t>& tokens, size_t prefill) {
-  engine::Runner runner(model, rc);
-  auto& cache = runner.cache();
-  const auto seq = cache.add_sequence();
-  Logits out;
-  size_t done = 0;
-  while (done < tokens.size()) {
-    const size_t n = done == 0 ? std::min(prefill, tokens.size()) : 1;
-    EXPECT_TRUE(cache.append(seq, static_cast<int64_t>(n)));
-    kv::RowRequest row{seq,
-                       {tokens.begin() + static_cast<int64_t>(done),
-                        tokens.begin() + static_cast<int64_t>(done + n)},
-                       static_cast<int64_t>(done),
-                       true,
-                       true};
-    Tensor logits = run_step(runner, {row});
-    for (size_t i = 0; i < n; ++i) {
-      const float* p = logits.row<float>(static_cast<int64_t>(i));
-      out.emplace_back(p, p + model.vocab_size());
-    }
-    done += n;
-  }
-  cache.release(seq);
-  EXPECT_EQ(cache.used_blocks(), 0);
-  return out;
-}
-
-void expect_same_logits(const Logits& got, const Logits& want, const std::string& what) {
-  ASSERT_EQ(got.size(), want.size()) << what;
-  for (size_t p = 0; p < want.size(); ++p) {
-    ASSERT_EQ(got[p].size(), want[p].size()) << what << " position " << p;
-    ASSERT_EQ(std::memcmp(got[p].data(), want[p].data(), want[p].size() * sizeof(float)), 0)
-        << what << ": logits differ at position " << p;
-  }
+  return testing::run_chunks(model, rc, tokens, {prefill, 1});
 }
 
 // Every sliding group of every live sequence holds at most its cap of blocks.
@@ -235,17 +205,8 @@ TEST_P(KvSchedule, ForkedRowsContinueLikeTheirStraightRuns) {
   for (size_t done = 0; done < prefix; done += 9) {
     const size_t c = std::min<size_t>(9, prefix - done);
     ASSERT_TRUE(cache.append(sa, static_cast<int64_t>(c)));
-    Tensor logits = run_step(
-        runner,
-        {{sa,
-          {a.begin() + static_cast<int64_t>(done), a.begin() + static_cast<int64_t>(done + c)},
-          static_cast<int64_t>(done),
-          true,
-          true}});
-    for (size_t i = 0; i < c; ++i) {
-      const float* p = logits.row<float>(static_cast<int64_t>(i));
-      got_a.emplace_back(p, p + model->vocab_size());
-    }
+    testing::append_logits(run_step(runner, {testing::chunk_row(sa, a, done, c)}), c,
+                           model->vocab_size(), got_a);
   }
   got_b = got_a;
   const int64_t used = cache.used_blocks();

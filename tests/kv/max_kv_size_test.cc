@@ -17,6 +17,7 @@
 #include "engine/runner.h"
 #include "kv/layout.h"
 #include "kv/step_plan.h"
+#include "kv_run_util.h"
 #include "models/golden_util.h"
 #include "models/model.h"
 #include "ops/ops.h"
@@ -136,27 +137,12 @@ TEST(MaxKvSize, EachTokenSeesWhatMlxRotatingCacheReturnsForIt) {
   }
 }
 
-// Logits of every position of `tokens` through a runner, `chunk` tokens per step.
+// Logits of every position of `tokens` through a runner, `chunk` tokens per step: F32[T·vocab].
 std::vector<float> runner_logits(models::Model& model, const engine::RunnerConfig& rc,
                                  const std::vector<int32_t>& tokens, size_t chunk) {
-  engine::Runner runner(model, rc);
-  auto& cache = runner.cache();
-  const auto seq = cache.add_sequence();
   std::vector<float> out;
-  for (size_t done = 0; done < tokens.size(); done += chunk) {
-    const size_t n = std::min(chunk, tokens.size() - done);
-    EXPECT_TRUE(cache.append(seq, static_cast<int64_t>(n)));
-    kv::StepPlan plan({{seq,
-                        {tokens.begin() + static_cast<int64_t>(done),
-                         tokens.begin() + static_cast<int64_t>(done + n)},
-                        static_cast<int64_t>(done),
-                        true,
-                        true}},
-                      cache);
-    Tensor logits = runner.step(plan);
-    out.insert(out.end(), logits.ptr<float>(), logits.ptr<float>() + logits.numel());
-  }
-  cache.release(seq);
+  for (const std::vector<float>& position : testing::run_chunks(model, rc, tokens, {chunk}))
+    out.insert(out.end(), position.begin(), position.end());
   return out;
 }
 

@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "backends/cpu/cpu_ops.h"
+#include "backends/cpu/matmul_split.h"
 #include "backends/cpu/scalar.h"
 #include "core/thread_pool.h"
 
@@ -185,11 +186,7 @@ void matmul(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& y) {
   const auto N = static_cast<size_t>(w.shape[0]);
   if (M == 0 || N == 0) return;
 
-  std::vector<float> bias_f32;
-  if (!bias.empty()) {
-    bias_f32.resize(N);
-    widen_to_f32(bias.dtype, bias.data, N, bias_f32.data());
-  }
+  const std::vector<float> bias_f32 = bias_in_f32(bias, N);
   MatmulTask base{x.ptr<float>(),
                   static_cast<size_t>(x.strides[0]),
                   w.data,
@@ -202,26 +199,7 @@ void matmul(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& y) {
                   M,
                   0,
                   N};
-
-  ThreadPool& pool = ThreadPool::global();
-  const auto threads = static_cast<size_t>(pool.num_threads());
-  // Split columns (each thread streams its own part of w) unless there are too few columns to
-  // share and enough rows: then split rows in multiples of the 4-row tile.
-  if (N >= 16 * threads || M < 8) {
-    pool.parallel_for(static_cast<int64_t>(N), 8, [&](int64_t begin, int64_t end) {
-      MatmulTask t = base;
-      t.n0 = static_cast<size_t>(begin);
-      t.n1 = static_cast<size_t>(end);
-      HWY_DYNAMIC_DISPATCH(MatmulTaskImpl)(t);
-    });
-  } else {
-    pool.parallel_for(static_cast<int64_t>(M), 4, [&](int64_t begin, int64_t end) {
-      MatmulTask t = base;
-      t.m0 = static_cast<size_t>(begin);
-      t.m1 = static_cast<size_t>(end);
-      HWY_DYNAMIC_DISPATCH(MatmulTaskImpl)(t);
-    });
-  }
+  run_split(base, M, N, [](const MatmulTask& t) { HWY_DYNAMIC_DISPATCH(MatmulTaskImpl)(t); });
 }
 
 }  // namespace ringlm::cpu

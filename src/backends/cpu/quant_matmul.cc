@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "backends/cpu/cpu_ops.h"
+#include "backends/cpu/matmul_split.h"
 #include "backends/cpu/scalar.h"
 #include "core/thread_pool.h"
 #include "kv/affine_codec.h"
@@ -349,13 +350,10 @@ void matmul_quantized(const Tensor& x, const ops::QuantizedMatrix& w, const Tens
   if (M == 0 || N == 0) return;
   // Scales and biases widened once per call: N·K/group floats, a small fraction of the codes.
   const size_t groups = K / static_cast<size_t>(w.group_size);
-  std::vector<float> scales(N * groups), biases(N * groups), bias_f32;
+  std::vector<float> scales(N * groups), biases(N * groups);
   widen_to_f32(w.scales.dtype, w.scales.data, N * groups, scales.data());
   widen_to_f32(w.biases.dtype, w.biases.data, N * groups, biases.data());
-  if (!bias.empty()) {
-    bias_f32.resize(N);
-    widen_to_f32(bias.dtype, bias.data, N, bias_f32.data());
-  }
+  const std::vector<float> bias_f32 = bias_in_f32(bias, N);
   QuantMatmulTask base{x.ptr<float>(),
                        static_cast<size_t>(x.strides[0]),
                        w.codes.ptr<const uint32_t>(),
@@ -380,23 +378,9 @@ void matmul_quantized(const Tensor& x, const ops::QuantizedMatrix& w, const Tens
         y.row<float>(static_cast<int64_t>(m))[n] = bias_f32.empty() ? 0.0f : bias_f32[n];
     return;
   }
-  ThreadPool& pool = ThreadPool::global();
-  const auto threads = static_cast<size_t>(pool.num_threads());
-  if (N >= 16 * threads || M < 8) {
-    pool.parallel_for(static_cast<int64_t>(N), 8, [&](int64_t begin, int64_t end) {
-      QuantMatmulTask t = base;
-      t.n0 = static_cast<size_t>(begin);
-      t.n1 = static_cast<size_t>(end);
-      HWY_DYNAMIC_DISPATCH(QuantMatmulTaskImpl)(t);
-    });
-  } else {
-    pool.parallel_for(static_cast<int64_t>(M), 4, [&](int64_t begin, int64_t end) {
-      QuantMatmulTask t = base;
-      t.m0 = static_cast<size_t>(begin);
-      t.m1 = static_cast<size_t>(end);
-      HWY_DYNAMIC_DISPATCH(QuantMatmulTaskImpl)(t);
-    });
-  }
+  run_split(base, M, N, [](const QuantMatmulTask& t) {
+    HWY_DYNAMIC_DISPATCH(QuantMatmulTaskImpl)(t);
+  });
 }
 
 void embedding_quantized(const Tensor& ids, const ops::QuantizedMatrix& table, float scale,

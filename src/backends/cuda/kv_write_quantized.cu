@@ -268,23 +268,7 @@ void kv_write_quantized(const Tensor& k, const Tensor& v, const Tensor& slots,
     const auto launch = [&]<int kSlots>() {
       turbo_write_kernel<kSlots><<<blocks, threads, 0, ctx.stream()>>>(a, out);
     };
-    switch (D) {
-      case 32:
-        launch.template operator()<1>();
-        break;
-      case 64:
-        launch.template operator()<2>();
-        break;
-      case 128:
-        launch.template operator()<4>();
-        break;
-      case 256:
-        launch.template operator()<8>();
-        break;
-      default:  // 512 (validate_turbo allows no other)
-        launch.template operator()<16>();
-        break;
-    }
+    device::with_turbo_slots(D, launch);
     check_launch("turbo_write_kernel");
     return;
   }

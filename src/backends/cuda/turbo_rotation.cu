@@ -48,23 +48,7 @@ void turbo_unrotate_rows(Tensor& x) {
     unrotate_kernel<kSlots>
         <<<blocks, kWarpsPerBlock * 32, 0, ctx.stream()>>>(x.ptr<float>(), rows, signs);
   };
-  switch (D) {
-    case 32:
-      launch.template operator()<1>();
-      break;
-    case 64:
-      launch.template operator()<2>();
-      break;
-    case 128:
-      launch.template operator()<4>();
-      break;
-    case 256:
-      launch.template operator()<8>();
-      break;
-    default:  // 512
-      launch.template operator()<16>();
-      break;
-  }
+  device::with_turbo_slots(D, launch);
   check_launch("unrotate_kernel");
 }
 

@@ -124,4 +124,27 @@ __device__ __forceinline__ float turbo_norm(int head_dim) {
   return __fdiv_rn(1.0f, __fsqrt_rn(static_cast<float>(head_dim)));
 }
 
+// Host side: calls launch.template operator()<kSlots>() with kSlots = head_dim / 32, the slots a
+// lane holds in a warp's TurboQuant row. head_dim must have passed kv::validate_turbo (32 … 512).
+template <typename Launch>
+void with_turbo_slots(int head_dim, const Launch& launch) {
+  switch (head_dim) {
+    case 32:
+      launch.template operator()<1>();
+      break;
+    case 64:
+      launch.template operator()<2>();
+      break;
+    case 128:
+      launch.template operator()<4>();
+      break;
+    case 256:
+      launch.template operator()<8>();
+      break;
+    default:  // 512 (validate_turbo allows no other)
+      launch.template operator()<16>();
+      break;
+  }
+}
+
 }  // namespace ringlm::cuda::device
