@@ -11,4 +11,4 @@ model=${MODEL_DIR:-/tmp/ringlm-bench/gemma-3-12b}
 random_model gemma-3-12b "$model"
 # 24 GB of weights + 90 GB of KV fit the H200's 141 GB.
 "$ringlm" bench --model "$model" --device cuda --kv-memory "${KV_MIB:-90000}" --gen 16 \
-  --repeat 2 --context 32768 --batch "${BATCH:-1,32}" --json "$@" | tee "$out/sliding.jsonl"
+  --repeat 2 --context 32768 --batch "${BATCH:-1,32}" --json "${@:2}" | tee "$out/sliding.jsonl"

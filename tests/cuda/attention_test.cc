@@ -14,6 +14,7 @@
 #include "cuda_test_util.h"
 #include "ops/ops.h"
 #include "ops/reference.h"
+#include "paged_layout.h"
 
 namespace ringlm::ops {
 namespace {
@@ -22,53 +23,9 @@ using testing::kEps;
 using testing::OnDevice;
 using testing::Owned;
 
-struct RowSpec {
-  int n;    // queries this step
-  int ctx;  // tokens in the KV after the step
-};
-
-// A paged layout: each row's blocks are scattered through the pool in random order; block 0 is
-// the null block (never used by a row) and tables are padded with it.
-struct Layout {
-  int block_tokens = 0, num_blocks = 0, max_blocks = 0;
-  std::vector<int32_t> query_start, context_len, block_table;
-  AttentionRows rows() const {
-    AttentionRows r;
-    r.num_rows = static_cast<int>(context_len.size());
-    r.query_start = query_start.data();
-    r.context_len = context_len.data();
-    r.block_table = block_table.data();
-    r.max_blocks = max_blocks;
-    return r;
-  }
-  int tokens() const { return query_start.back(); }
-};
-
-Layout make_layout(const std::vector<RowSpec>& specs, int block_tokens, uint32_t seed) {
-  Layout L;
-  L.block_tokens = block_tokens;
-  L.query_start.push_back(0);
-  int total = 0;
-  for (const RowSpec& s : specs) {
-    const int blocks = (s.ctx + block_tokens - 1) / block_tokens;
-    L.max_blocks = std::max(L.max_blocks, blocks);
-    total += blocks;
-    L.query_start.push_back(L.query_start.back() + s.n);
-    L.context_len.push_back(s.ctx);
-  }
-  L.num_blocks = total + 3;  // + the null block and two that no row uses
-  std::vector<int32_t> ids(static_cast<size_t>(L.num_blocks - 1));
-  std::iota(ids.begin(), ids.end(), 1);
-  std::shuffle(ids.begin(), ids.end(), std::mt19937(seed));
-  L.block_table.assign(specs.size() * static_cast<size_t>(L.max_blocks), 0);
-  size_t next = 0;
-  for (size_t r = 0; r < specs.size(); ++r) {
-    const int blocks = (specs[r].ctx + block_tokens - 1) / block_tokens;
-    for (int b = 0; b < blocks; ++b)
-      L.block_table[r * static_cast<size_t>(L.max_blocks) + static_cast<size_t>(b)] = ids[next++];
-  }
-  return L;
-}
+using testing::Layout;
+using testing::make_layout;
+using testing::RowSpec;
 
 struct Config {
   DType dtype;
@@ -184,16 +141,8 @@ void check_config(const Config& c, uint32_t seed) {
     }
   }
 
-  // The tables uploaded once (DeviceRows) give the same bits as the per-call upload.
-  cuda::DeviceRows drows;
-  drows.upload(p.layout.rows());
-  OnDevice dout2(DType::F32, {T, c.q_heads, c.head_dim});
-  cuda::attention(dq.t(), view, drows, params, dout2.t());
-  ASSERT_TRUE(testing::bitwise_equal(dout2.to_host().t(), out.t()));
-
-  // In place: out aliases q.
-  attention(dq.t(), view, p.layout.rows(), params, dq.t());
-  ASSERT_TRUE(testing::bitwise_equal(dq.to_host().t(), out.t()));
+  // The tables uploaded once (DeviceRows) and in place (out aliases q): the same bits.
+  ASSERT_TRUE(testing::device_rows_and_in_place_match(dq, view, p.layout, params, out));
 }
 
 TEST(CudaAttention, MatchesReferenceAcrossShapes) {
@@ -256,27 +205,9 @@ TEST(CudaAttention, BatchInvariant) {
     SCOPED_TRACE(::testing::Message() << "D=" << c.head_dim << " qh=" << c.q_heads);
     const Problem p(c, specs, 11);
     const AttentionParams params = params_for(c);
-    const int64_t T = p.layout.tokens();
-    OnDevice dq(p.q), dk(p.k), dv(p.v), dout(DType::F32, {T, c.q_heads, c.head_dim});
-    const KvLayerView view{dk.t(), dv.t()};
-    attention(dq.t(), view, p.layout.rows(), params, dout.t());
-    const Owned all = dout.to_host();
-    const Layout& L = p.layout;
-    for (size_t r = 0; r < L.context_len.size(); ++r) {
-      const int q0 = L.query_start[r], n = L.query_start[r + 1] - q0;
-      if (n == 0) continue;
-      const int32_t qs[2] = {0, n};
-      AttentionRows one;
-      one.num_rows = 1;
-      one.query_start = qs;
-      one.context_len = &L.context_len[r];
-      one.block_table = &L.block_table[r * static_cast<size_t>(L.max_blocks)];
-      one.max_blocks = L.max_blocks;
-      OnDevice alone(DType::F32, {n, c.q_heads, c.head_dim});
-      attention(dq.t().slice_rows(q0, q0 + n), view, one, params, alone.t());
-      ASSERT_TRUE(testing::bitwise_equal(alone.to_host().t(), all.t().slice_rows(q0, q0 + n)))
-          << "row " << r;
-    }
+    OnDevice dq(p.q), dk(p.k), dv(p.v);
+    ASSERT_TRUE(
+        testing::rows_alone_equal_batched(dq.t(), KvLayerView{dk.t(), dv.t()}, p.layout, params));
   }
 }
 
