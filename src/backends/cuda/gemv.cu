@@ -1,5 +1,5 @@
 // The decode GEMV: y = x · wᵀ (+ bias) for M <= kGemvMaxRows rows and BF16/F16 weights, streaming
-// w once at close to HBM bandwidth (gemv.h says why M <= 8 and what the precision is).
+// w once at close to HBM bandwidth (gemv.h says why M <= 2 and what the precision is).
 //
 // A block owns kCols = 4 output columns and all M rows. Its 256 threads split K into chunks of 8
 // values (one 16-byte load per weight row): thread t takes chunks t, t + 256, ... Per chunk it
@@ -118,18 +118,6 @@ void launch_rows(int64_t M, const GemvArgs& a, cudaStream_t stream) {
       return launch<T, 1>(a, stream);
     case 2:
       return launch<T, 2>(a, stream);
-    case 3:
-      return launch<T, 3>(a, stream);
-    case 4:
-      return launch<T, 4>(a, stream);
-    case 5:
-      return launch<T, 5>(a, stream);
-    case 6:
-      return launch<T, 6>(a, stream);
-    case 7:
-      return launch<T, 7>(a, stream);
-    case 8:
-      return launch<T, 8>(a, stream);
     default:
       RINGLM_FAIL("gemv: ", M, " rows (at most ", kGemvMaxRows, ")");
   }

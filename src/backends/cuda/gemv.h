@@ -1,20 +1,17 @@
 // The decode GEMV behind cuda::matmul for small M and BF16/F16 weights (gemv.cu). Internal to
 // backends/cuda; plain C++.
 //
-// Why M <= 8: at M rows each 16-byte weight load (8 values) feeds 8·M FMAs. The H200 issues about
-// 132 SMs × 128 lanes × 1.98 GHz ≈ 33 T thread-instructions/s against 4.8 TB/s of HBM, i.e. ~7
-// instructions per weight byte; the GEMV spends about (M + 1) / 2 + x rounding per byte, so M = 8
-// (~5) still streams at bandwidth and M = 16 (~9) would be issue-bound — there cuBLAS's tensor
-// cores win. Bytes in flight: a block's 256 threads each have 4 columns × 2 chunks × 16 B = 128 B
-// of weights outstanding; two such blocks per SM are 64 KB, above the ~25 KB per SM that
-// 4.8 TB/s × ~700 ns of latency asks for.
-//
+// Why M <= 2: measured on the H200 (docs/benchmarks.md, Llama-3.1-8B shape), the GEMV makes a
+// batch-1 decode step 12 % faster than cuBLAS but a batch-8 step 1.6× slower: each 16-byte weight
+// load feeds 8·M FMAs plus M·8 reads and roundings of x, so the kernel turns issue-bound as M
+// grows (about 0.8 ms more per step and row over the 8B model's 16 GB), while cuBLAS stays flat.
+// The two cross near M = 2. A tensor-core small-M kernel is what would serve M = 3..16.
 // Precision: as cuda_ops.h's matmul contract (x rounded to the weights' dtype, exact products, f32
 // accumulation) in an order fixed by K alone: thread t of the block sums chunks of 8 values
 // t, t + 256, ... in order (one FMA chain per output), then the block reduces the 256 partial
 // sums in a fixed tree, then + bias. So row m of y depends only on x[m], never on M or the other
 // rows (batch invariance) — but it differs in the last bits from what cuBLAS gives for the same
-// row when M > 8.
+// row when M > kGemvMaxRows.
 #pragma once
 
 #include <cstdint>
@@ -23,7 +20,7 @@
 
 namespace ringlm::cuda {
 
-constexpr int64_t kGemvMaxRows = 8;
+constexpr int64_t kGemvMaxRows = 2;
 
 // True when gemv() handles this matmul: 1 <= M <= kGemvMaxRows, w BF16/F16 with K % 8 == 0 and
 // 16-byte-aligned rows.
