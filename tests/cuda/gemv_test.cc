@@ -1,15 +1,12 @@
-// The decode kernels behind cuda::matmul for BF16/F16 weights — the GEMV (backends/cuda/gemv.h,
-// M <= 2) and the tensor-core small GEMM (small_gemm.h, M = 3..16) — against the scalar
-// reference for M = 1..17 (crossing both bounds; cuBLAS above 16), odd N, K a multiple of 8 (of
-// 32 for the small GEMM, with one and many K splits), strided and misaligned rows, with and
-// without bias; batch invariance bit for bit within each kernel's row range.
+// The decode GEMV behind cuda::matmul (backends/cuda/gemv.h) for BF16/F16 weights: against the
+// scalar reference for M = 1..17 (crossing kGemvMaxRows, where cuBLAS takes over), odd N, K a
+// multiple of 8, strided and misaligned rows, with and without bias; batch invariance bit for bit.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <vector>
 
 #include "backends/cuda/gemv.h"
-#include "backends/cuda/small_gemm.h"
 #include "cuda_test_util.h"
 #include "op_checks.h"
 #include "ops/ops.h"
@@ -28,11 +25,8 @@ struct KN {
   int64_t K, N;
 };
 // K multiples of 8 below, at and above one chunk per thread (256 threads · 8 values = 2048) and
-// not a multiple of it; N odd, below and above the block's 4 columns. The small GEMM takes the
-// K multiples of 32: 2048 × 130 (3 column blocks, 2 splits), 3072 × 200 (48 splits of 64),
-// 4096 × 520 (9 column blocks, 26 splits).
-const std::vector<KN> kShapes = {{8, 1},     {24, 5},     {1032, 3},  {2048, 130},
-                                 {4104, 37}, {3072, 200}, {4096, 520}};
+// not a multiple of it; N odd, below and above the block's 4 columns.
+const std::vector<KN> kShapes = {{8, 1}, {24, 5}, {1032, 3}, {2048, 130}, {4104, 37}};
 
 TEST(CudaGemv, MatchesReferenceAcrossTheRowBound) {
   RINGLM_REQUIRE_GPU();
@@ -93,20 +87,19 @@ TEST(CudaGemv, StridedRows) {
   RINGLM_REQUIRE_GPU();
   for (DType wt : kGemvTypes) {
     for (int64_t x_pad : {int64_t{4}, int64_t{5}}) {
-      for (int64_t M : {int64_t{1}, int64_t{3}, cuda::kGemvMaxRows, int64_t{8}})
-        for (int64_t K : {int64_t{520}, int64_t{544}}) {  // 544: the small GEMM from M = 3
-          SCOPED_TRACE(::testing::Message() << testing::dtype_label(wt) << " x_pad=" << x_pad
-                                            << " M=" << M << " K=" << K);
-          const int64_t N = 9;
-          Owned w(wt, {N, K}), b(DType::F16, {N});
-          testing::fill_small_ints(w, 8);
-          testing::fill_small_ints(b, 9);
-          OnDevice dw(w), db(b);
-          ASSERT_TRUE(testing::strided_rows_match(
-              {M, K, N, x_pad, 7, 10},
-              [&](const Tensor& x, Tensor& y) { matmul(x, dw.t(), db.t(), y); },
-              [&](const Tensor& x, Tensor& y) { reference::matmul(x, w.t(), b.t(), y); }));
-        }
+      for (int64_t M : {int64_t{1}, int64_t{3}, cuda::kGemvMaxRows}) {
+        SCOPED_TRACE(::testing::Message()
+                     << testing::dtype_label(wt) << " x_pad=" << x_pad << " M=" << M);
+        const int64_t K = 520, N = 9;
+        Owned w(wt, {N, K}), b(DType::F16, {N});
+        testing::fill_small_ints(w, 8);
+        testing::fill_small_ints(b, 9);
+        OnDevice dw(w), db(b);
+        ASSERT_TRUE(testing::strided_rows_match(
+            {M, K, N, x_pad, 7, 10},
+            [&](const Tensor& x, Tensor& y) { matmul(x, dw.t(), db.t(), y); },
+            [&](const Tensor& x, Tensor& y) { reference::matmul(x, w.t(), b.t(), y); }));
+      }
     }
   }
 }
@@ -139,30 +132,6 @@ TEST(CudaGemv, BatchInvariantUpToTheRowBound) {
         ASSERT_TRUE(
             testing::bitwise_equal(yh.t().slice_rows(i, i + 1), alone[static_cast<size_t>(i)].t()))
             << testing::dtype_label(wt) << " row " << i << " of " << rows;
-      }
-    }
-  }
-}
-
-// The small GEMM: row i of an M-row call (3 <= M <= 16) equals row i of the 16-row call, bit for
-// bit (its reduction order depends on N and K only), with one and with many K splits.
-TEST(CudaSmallGemm, RowsIndependentOfM) {
-  RINGLM_REQUIRE_GPU();
-  for (DType wt : kGemvTypes) {
-    for (const KN& s : {KN{4096, 520}, KN{3072, 200}}) {
-      const int64_t M = cuda::kSmallGemmMaxRows;
-      Owned x(DType::F32, {M, s.K}), w(wt, {s.N, s.K}), b(DType::F32, {s.N});
-      testing::fill_uniform(x, 21);
-      testing::fill_uniform(w, 22);
-      testing::fill_uniform(b, 23);
-      OnDevice dx(x), dw(w), db(b), full(DType::F32, {M, s.N});
-      matmul(dx.t(), dw.t(), db.t(), full.t());
-      const Owned all = full.to_host();
-      for (int64_t rows = cuda::kSmallGemmMinRows; rows < M; ++rows) {
-        OnDevice y(DType::F32, {rows, s.N});
-        matmul(dx.t().slice_rows(0, rows), dw.t(), db.t(), y.t());
-        ASSERT_TRUE(testing::bitwise_equal(y.to_host().t(), all.t().slice_rows(0, rows)))
-            << testing::dtype_label(wt) << " K=" << s.K << " rows " << rows;
       }
     }
   }

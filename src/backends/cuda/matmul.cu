@@ -4,16 +4,14 @@
 // so one cublasGemmEx(T, N) with m = N, n = M reads both operands in place. The bias is written
 // into y first and the GEMM accumulates onto it (beta = 1): any bias dtype, no extra pass.
 // Low-precision weights: x is rounded to the weights' dtype into scratch, then a tensor-core GEMM
-// with f32 accumulation (CUBLAS_COMPUTE_32F) writes f32 y. Decode shapes of BF16/F16 weights go
-// to our kernels instead, same contract, each with its own fixed summation order: up to
-// kGemvMaxRows rows the GEMV (gemv.h), 3..16 rows the tensor-core small GEMM (small_gemm.h).
+// with f32 accumulation (CUBLAS_COMPUTE_32F) writes f32 y. Up to kGemvMaxRows rows of BF16/F16
+// weights go to the decode GEMV instead (gemv.h): same contract, its own fixed summation order.
 #include <climits>
 #include <cstdint>
 
 #include "backends/cuda/cuda_ops.h"
 #include "backends/cuda/device/common.cuh"
 #include "backends/cuda/gemv.h"
-#include "backends/cuda/small_gemm.h"
 
 namespace ringlm::cuda {
 
@@ -60,8 +58,7 @@ cudaDataType_t cuda_type(DType dtype) {
 void matmul(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& y) {
   const int64_t M = x.shape[0], K = x.shape[1], N = w.shape[0];
   if (M == 0 || N == 0) return;
-  if (gemv_applies(x, w)) return gemv(x, w, bias, y);              // decode: gemv.h
-  if (small_gemm_applies(x, w)) return small_gemm(x, w, bias, y);  // decode: small_gemm.h
+  if (gemv_applies(x, w)) return gemv(x, w, bias, y);  // decode: gemv.h
   Context& ctx = Context::get();
   const int64_t ldx = leading_dim(x), ldy = leading_dim(y);
   RINGLM_CHECK(M <= INT_MAX && N <= INT_MAX && K <= INT_MAX && ldx <= INT_MAX && ldy <= INT_MAX,

@@ -45,7 +45,7 @@ struct DeviceErrorRecord {
   long long bound;  // the exclusive upper bound it broke (0 when only >= 0 was required)
 };
 
-enum class Scratch { MatmulInput, Rows, AttentionPartials, DequantTile, GemmPartials, Count };
+enum class Scratch { MatmulInput, Rows, AttentionPartials, DequantTile, Count };
 
 class Context {
  public:
