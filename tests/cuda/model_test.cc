@@ -3,17 +3,14 @@
 // chunked / batched prefill against whole-prompt prefill on the GPU.
 #include <gtest/gtest.h>
 
-#include <fstream>
 #include <string>
 
-#include <unistd.h>
-
-#include "cli/commands.h"
 #include "cuda/cuda_test_util.h"
 #include "engine/runner.h"
 #include "models/golden_util.h"
 #include "models/model.h"
 #include "models/parity_util.h"
+#include "models/random_checkpoint.h"
 
 namespace ringlm {
 namespace {
@@ -111,21 +108,9 @@ TEST(GpuModel, ManyPromptsBatchedGiveEachItsSerialTokens) {
 // that rounding, not to f32's.
 TEST(GpuModel, TensorCorePrefillMatchesCpu) {
   RINGLM_REQUIRE_GPU();
-  const std::string out =
-      ::testing::TempDir() + "/ringlm_gpu_bf16_d128_" + std::to_string(::getpid());
-  const std::string config = out + ".config.json";
-  {
-    std::ofstream f(config);
-    f << R"({"model_type": "llama", "architectures": ["LlamaForCausalLM"], "hidden_size": 256,
-             "intermediate_size": 512, "num_hidden_layers": 2, "num_attention_heads": 8,
-             "num_key_value_heads": 2, "head_dim": 128, "vocab_size": 512,
-             "max_position_embeddings": 4096, "rope_theta": 10000.0, "rms_norm_eps": 1e-5,
-             "hidden_act": "silu", "tie_word_embeddings": false, "bos_token_id": 1,
-             "eos_token_id": 2})";
-  }
-  std::string a1 = "--config=" + config, a2 = "--out=" + out, a3 = "--seed=11", a4 = "--dtype=bf16";
-  char* argv[] = {a1.data(), a2.data(), a3.data(), a4.data()};
-  ASSERT_EQ(cli::run_random_model(4, argv), 0);
+  const std::string out = testing::write_random_checkpoint(
+      "gpu_bf16_d128", testing::llama_config(256, 512, 2, 8, 2, 128),
+      {"--seed=11", "--dtype=bf16"});
   auto gpu = models::load_model(out, Device::CUDA);
   auto cpu = models::load_model(out, Device::CPU);
   std::vector<int32_t> prompt;

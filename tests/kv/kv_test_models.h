@@ -4,41 +4,19 @@
 // 16 to 32 — run under a real model too.
 #pragma once
 
-#include <filesystem>
-#include <fstream>
 #include <string>
 #include <vector>
 
-#include <unistd.h>
-
-#include "cli/commands.h"
 #include "kv/kv_format.h"
 #include "models/golden_util.h"
+#include "models/random_checkpoint.h"
 
 namespace ringlm::testing {
 
 inline std::string kv_model_dir(const std::string& name) {
   if (name != "random_d64") return fixture_model_dir(name);
-  static const std::string dir = [] {
-    // Per process: ctest runs tests as parallel processes, and one process rewriting the
-    // checkpoint's config.json while another reads it fails the reader.
-    const std::string out =
-        ::testing::TempDir() + "/ringlm_random_d64_" + std::to_string(::getpid());
-    const std::string config = out + ".config.json";
-    {
-      std::ofstream f(config);
-      f << R"({"model_type": "llama", "architectures": ["LlamaForCausalLM"], "hidden_size": 128,
-               "intermediate_size": 256, "num_hidden_layers": 2, "num_attention_heads": 4,
-               "num_key_value_heads": 2, "head_dim": 64, "vocab_size": 512,
-               "max_position_embeddings": 4096, "rope_theta": 10000.0, "rms_norm_eps": 1e-5,
-               "hidden_act": "silu", "tie_word_embeddings": false, "bos_token_id": 1,
-               "eos_token_id": 2})";
-    }
-    std::string a1 = "--config=" + config, a2 = "--out=" + out, a3 = "--seed=7";
-    char* argv[] = {a1.data(), a2.data(), a3.data()};
-    cli::run_random_model(3, argv);
-    return out;
-  }();
+  static const std::string dir =
+      write_random_checkpoint("random_d64", llama_config(128, 256, 2, 4, 2, 64), {"--seed=7"});
   return dir;
 }
 
