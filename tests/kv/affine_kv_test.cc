@@ -16,6 +16,7 @@
 #include "kv/step_plan.h"
 #include "kv_test_models.h"
 #include "models/model.h"
+#include "quantized_kv_fixture.h"
 
 namespace ringlm {
 namespace {
@@ -43,24 +44,10 @@ TEST(AffineKvFormat, ParseNameAndExactBytesPerToken) {
   EXPECT_NO_THROW(KvFormat::parse("int8-g32").check_supported(32));
 }
 
-kv::KvCacheConfig small_config(const std::vector<KvFormat>& formats, int head_dim = 64) {
-  kv::KvCacheConfig c;
-  for (const KvFormat& f : formats) {
-    kv::LayerKvSpec s;
-    s.kv_heads = 2;
-    s.head_dim = head_dim;
-    s.format = f;
-    c.layers.push_back(s);
-  }
-  c.block_tokens = 4;
-  c.memory_bytes = size_t{1} << 20;
-  return c;
-}
-
 TEST(AffineKvCache, GroupsSplitByFormatAndPoolsUseExactBytes) {
   const KvFormat bf16 = KvFormat::parse("bf16"), i8 = KvFormat::parse("int8-g64"),
                  i4 = KvFormat::parse("int4-g32");
-  kv::PagedKvCache cache(small_config({i8, i8, bf16, i4, i8}));
+  kv::PagedKvCache cache(testing::small_kv_config({i8, i8, bf16, i4, i8}));
   ASSERT_EQ(cache.num_groups(), 3);
   EXPECT_EQ(cache.group(0).format, i8);
   EXPECT_EQ(cache.group(0).layers, (std::vector<int>{0, 1, 4}));
@@ -88,7 +75,7 @@ TEST(AffineKvCache, GroupsSplitByFormatAndPoolsUseExactBytes) {
   EXPECT_EQ(static_cast<const std::byte*>(v.v.data),
             k + static_cast<size_t>(n) * cache.bytes_per_block(2) / 2);
   // A head_dim the group does not divide is a clear error.
-  EXPECT_THROW(kv::PagedKvCache(small_config({i8}, 32)), Error);
+  EXPECT_THROW(kv::PagedKvCache(testing::small_kv_config({i8}, 32)), Error);
 }
 
 TEST(AffineKvConfig, ParsesPerLayerFormats) {
@@ -143,23 +130,13 @@ TEST(AffineKvCache, ExtractSaveLoadRoundTrip) {
   for (const char* name : {"int8-g32", "int4-g64"}) {
     SCOPED_TRACE(name);
     const KvFormat f = KvFormat::parse(name);
-    kv::PagedKvCache cache(small_config({f, f}));
+    kv::PagedKvCache cache(testing::small_kv_config({f, f}));
     const kv::SequenceId s = cache.add_sequence();
     const int64_t n = 11, H = 2, D = 64;
     ASSERT_TRUE(cache.append(s, n));
     std::vector<float> k(static_cast<size_t>(n * H * D)), v(k.size());
-    std::mt19937 rng(5);
-    std::uniform_real_distribution<float> dist(-3.0f, 3.0f);
-    for (auto& x : k) x = dist(rng);
-    for (auto& x : v) x = dist(rng);
-    std::vector<int32_t> slots;
-    for (int64_t p = 0; p < n; ++p) slots.push_back(cache.slot(s, 0, p));
-    for (int l = 0; l < 2; ++l) {
-      ops::KvLayerView view = cache.layer_view(l);
-      ops::kv_write(Tensor(k.data(), DType::F32, {n, H, D}),
-                    Tensor(v.data(), DType::F32, {n, H, D}), Tensor(slots.data(), DType::I32, {n}),
-                    view);
-    }
+    testing::fill_random_kv(k, v, 5, std::uniform_real_distribution<float>(-3.0f, 3.0f));
+    const std::vector<int32_t> slots = testing::write_kv_rows(cache, s, 2, H, D, k, v);
     const kv::SequenceId fork = cache.fork(s);
     cache.rollback(fork, 3);
     const kv::ExtractedKv got = cache.extract(s);
@@ -187,28 +164,8 @@ TEST(AffineKvCache, ExtractSaveLoadRoundTrip) {
 
     for (kv::SequenceId seq : {s, fork}) {
       const std::string path = ::testing::TempDir() + "/affine_kv_" + name + ".safetensors";
-      cache.save(seq, path);
-      kv::PagedKvCache other(small_config({f, f}));
-      const kv::SequenceId loaded = other.load(path);
-      const kv::ExtractedKv a = cache.extract(seq), b = other.extract(loaded);
-      ASSERT_EQ(a.length, b.length);
-      for (size_t l = 0; l < 2; ++l) {
-        EXPECT_EQ(a.layers[l].k, b.layers[l].k);
-        EXPECT_EQ(a.layers[l].v, b.layers[l].v);
-        EXPECT_EQ(a.layers[l].k_scales, b.layers[l].k_scales);
-        EXPECT_EQ(a.layers[l].k_biases, b.layers[l].k_biases);
-        EXPECT_EQ(a.layers[l].v_scales, b.layers[l].v_scales);
-        EXPECT_EQ(a.layers[l].v_biases, b.layers[l].v_biases);
-      }
-      kv::PagedKvCache dense(small_config({KvFormat::parse("bf16"), KvFormat::parse("bf16")}));
-      try {
-        dense.load(path);
-        ADD_FAILURE() << "loaded an affine file into a bf16 cache";
-      } catch (const Error& e) {
-        EXPECT_NE(std::string(e.what()).find("format"), std::string::npos) << e.what();
-      }
-      EXPECT_EQ(dense.used_blocks(), 0);
-      std::remove(path.c_str());
+      ASSERT_NO_FATAL_FAILURE(
+          testing::check_save_load_round_trip(cache, seq, {f, f}, path, {"bf16"}));
     }
     cache.release(s);
     cache.release(fork);
@@ -217,21 +174,6 @@ TEST(AffineKvCache, ExtractSaveLoadRoundTrip) {
 }
 
 // ---- Quantized-KV tolerance on real models ----
-
-// Logits of every position of `tokens` (one prefill step) with the given KV format.
-std::vector<float> prompt_logits(models::Model& model, const std::string& format,
-                                 const std::vector<int32_t>& tokens) {
-  engine::RunnerConfig rc;
-  rc.kv_memory_bytes = size_t{16} << 20;
-  rc.max_step_tokens = static_cast<int64_t>(tokens.size());
-  rc.kv_format = KvFormat::parse(format);
-  engine::Runner runner(model, rc);
-  const kv::SequenceId s = runner.cache().add_sequence();
-  EXPECT_TRUE(runner.cache().append(s, static_cast<int64_t>(tokens.size())));
-  kv::StepPlan plan({{s, tokens, 0, true, true}}, runner.cache());
-  const Tensor logits = runner.step(plan);
-  return {logits.ptr<float>(), logits.ptr<float>() + logits.numel()};
-}
 
 std::vector<int32_t> greedy(models::Model& model, const std::string& format,
                             const std::vector<int32_t>& prompt, int64_t n) {
@@ -256,25 +198,18 @@ constexpr double kInt4Tolerance = 0.80;
 constexpr int64_t kGreedyTokens = 32;
 
 TEST(AffineKvTolerance, LogitsCloseToBf16Kv) {
-  for (const std::string m : {"gemma3", "llama_linear", "qwen3", "random_d64"}) {
+  for (const std::string& m : testing::kKvToleranceModels) {
     auto model = models::load_model(testing::kv_model_dir(m));
-    std::vector<int32_t> prompt = testing::kv_model_prompt(m);
-    const std::vector<float> want = prompt_logits(*model, "bf16", prompt);
-    double scale = 0;
-    for (float x : want) scale = std::max(scale, double{std::fabs(x)});
+    const std::vector<int32_t> prompt = testing::kv_model_prompt(m);
+    const testing::LogitBaseline want = testing::bf16_kv_baseline(*model, prompt);
     const std::string g = m == "random_d64" ? "64" : "32";
     double rel8 = 0, rel4 = 0;
     for (const std::string bits : {"16", "8", "4"}) {
       // "16": f32 KV against bf16 KV, printed as the scale of plain rounding noise.
       const std::string format = bits == "16" ? "f32" : "int" + bits + "-g" + g;
-      const std::vector<float> got = prompt_logits(*model, format, prompt);
-      ASSERT_EQ(got.size(), want.size());
-      double worst = 0;
-      for (size_t i = 0; i < got.size(); ++i)
-        worst = std::max(worst, double{std::fabs(got[i] - want[i])});
-      const double rel = worst / scale;
-      std::printf("[ measured ] %s %s: max|dlogit| %.4g, max|logit| %.4g, relative %.4g\n",
-                  m.c_str(), format.c_str(), worst, scale, rel);
+      double rel = 0;
+      ASSERT_NO_FATAL_FAILURE(
+          testing::measure_relative_logit_error(*model, m, format, prompt, want, &rel));
       if (bits == "16") continue;
       (bits == "8" ? rel8 : rel4) = rel;
       EXPECT_GT(rel, 0.0) << m << " " << format;

@@ -7,6 +7,9 @@
 
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <string>
+#include <vector>
 
 #include "engine/runner.h"
 #include "kv_test_models.h"
@@ -23,6 +26,50 @@ Outcome run(const std::string& args, bool quiet = false) {
   return testing::run(args, "", quiet);
 }
 
+std::string join(const std::vector<int32_t>& ids) {
+  std::string s;
+  for (size_t i = 0; i < ids.size(); ++i) s += (i ? "," : "") + std::to_string(ids[i]);
+  return s;
+}
+
+// `generate` succeeded and its first line is `want`, comma-separated.
+void expect_prints_tokens(const Outcome& out, const std::vector<int32_t>& want) {
+  ASSERT_EQ(out.exit_code, 0) << out.output;
+  EXPECT_EQ(out.output.substr(0, out.output.find('\n')), join(want));
+}
+
+// `generate` on random_d64 with `--kv-format <format>`, and with `--kv-config` of a file named
+// `config_name` holding `config_json`, prints the tokens the runner gives in process with the same
+// formats; `check_runner` inspects each runner.
+void expect_kv_formats_generate_equal_runner(
+    const std::string& format, const std::string& config_name, const std::string& config_json,
+    const std::function<void(engine::Runner&)>& check_runner = nullptr) {
+  const std::string dir = testing::kv_model_dir("random_d64");
+  const std::vector<int32_t> prompt = testing::kv_model_prompt("random_d64");
+  const std::string config = ::testing::TempDir() + "/" + config_name;
+  std::ofstream(config) << config_json;
+  for (const bool from_file : {false, true}) {
+    auto model = models::load_model(dir);
+    engine::RunnerConfig rc;
+    rc.kv_memory_bytes = size_t{16} << 20;
+    if (from_file) {
+      rc.kv_formats = kv::load_kv_config(config);
+    } else {
+      rc.kv_format = kv::KvFormat::parse(format);
+    }
+    engine::Runner runner(*model, rc);
+    if (check_runner) check_runner(runner);
+    engine::GreedyOptions options;
+    options.max_new_tokens = 12;
+    const auto want = engine::generate_greedy(runner, {prompt}, options).tokens[0];
+    const Outcome out = run("generate --model " + dir + " --prompt-tokens " + join(prompt) +
+                                " --max-tokens 12 --kv-memory 16 " +
+                                (from_file ? "--kv-config " + config : "--kv-format " + format),
+                            true);
+    ASSERT_NO_FATAL_FAILURE(expect_prints_tokens(out, want));
+  }
+}
+
 TEST(KvCli, MaxKvSizeGenerateEqualsTheRunner) {
   const std::string fixture = "llama3";
   const testing::Golden golden = testing::load_golden(fixture);
@@ -36,17 +83,12 @@ TEST(KvCli, MaxKvSizeGenerateEqualsTheRunner) {
   engine::GreedyOptions options;
   options.max_new_tokens = 24;
   const auto want = engine::generate_greedy(runner, {golden.prompt}, options).tokens[0];
-  std::string prompt, expected;
-  for (size_t i = 0; i < golden.prompt.size(); ++i)
-    prompt += (i ? "," : "") + std::to_string(golden.prompt[i]);
-  for (size_t i = 0; i < want.size(); ++i) expected += (i ? "," : "") + std::to_string(want[i]);
-  const Outcome out =
-      run("generate --model " + testing::fixture_model_dir(fixture) + " --prompt-tokens " + prompt +
-              " --max-tokens 24 --kv-memory 16 --max-kv-size 12 --kv-keep 2 "
-              "--kv-format bf16",
-          true);
-  ASSERT_EQ(out.exit_code, 0) << out.output;
-  EXPECT_EQ(out.output.substr(0, out.output.find('\n')), expected);
+  const Outcome out = run("generate --model " + testing::fixture_model_dir(fixture) +
+                              " --prompt-tokens " + join(golden.prompt) +
+                              " --max-tokens 24 --kv-memory 16 --max-kv-size 12 --kv-keep 2 "
+                              "--kv-format bf16",
+                          true);
+  ASSERT_NO_FATAL_FAILURE(expect_prints_tokens(out, want));
   // And bounding the cache changed the tokens (the flag is not ignored).
   EXPECT_NE(std::vector<int32_t>(golden.greedy.begin(), golden.greedy.begin() + 24), want);
 }
@@ -74,70 +116,20 @@ TEST(KvCli, BadKvFlagsAreClearErrors) {
   EXPECT_NE(out.output.find("bad_kv_config.json layers.0"), std::string::npos) << out.output;
 }
 
-std::string join(const std::vector<int32_t>& ids) {
-  std::string s;
-  for (size_t i = 0; i < ids.size(); ++i) s += (i ? "," : "") + std::to_string(ids[i]);
-  return s;
-}
-
 // `generate --kv-format int4-g64` (and a kv_config.json mixing formats) = the runner in process.
 TEST(KvCli, AffineKvFormatsGenerateEqualsTheRunner) {
-  const std::string dir = testing::kv_model_dir("random_d64");
-  const std::vector<int32_t> prompt = testing::kv_model_prompt("random_d64");
-  const std::string config = ::testing::TempDir() + "/mixed_kv_config.json";
-  std::ofstream(config) << R"({"default": "int4-g64", "layers": {"1": "int8-g32"}})";
-  for (const bool from_file : {false, true}) {
-    auto model = models::load_model(dir);
-    engine::RunnerConfig rc;
-    rc.kv_memory_bytes = size_t{16} << 20;
-    if (from_file) {
-      rc.kv_formats = kv::load_kv_config(config);
-    } else {
-      rc.kv_format = kv::KvFormat::parse("int4-g64");
-    }
-    engine::Runner runner(*model, rc);
-    engine::GreedyOptions options;
-    options.max_new_tokens = 12;
-    const auto want = engine::generate_greedy(runner, {prompt}, options).tokens[0];
-    const Outcome out =
-        run("generate --model " + dir + " --prompt-tokens " + join(prompt) +
-                " --max-tokens 12 --kv-memory 16 " +
-                (from_file ? "--kv-config " + config : std::string("--kv-format int4-g64")),
-            true);
-    ASSERT_EQ(out.exit_code, 0) << out.output;
-    EXPECT_EQ(out.output.substr(0, out.output.find('\n')), join(want));
-  }
+  expect_kv_formats_generate_equal_runner(
+      "int4-g64", "mixed_kv_config.json",
+      R"({"default": "int4-g64", "layers": {"1": "int8-g32"}})");
 }
 
 // `generate --kv-format turbo` (and a kv_config.json with a turbo layer) = the runner in process,
 // and different from bf16 KV's run only through the quantization (the runner runs turbo too).
 TEST(KvCli, TurboKvFormatsGenerateEqualsTheRunner) {
+  ASSERT_NO_FATAL_FAILURE(expect_kv_formats_generate_equal_runner(
+      "turbo", "turbo_kv_config.json", R"({"default": "turbo", "layers": {"1": "turbo:k4v3"}})",
+      [](engine::Runner& runner) { EXPECT_TRUE(runner.cache().group(0).format.is_turbo()); }));
   const std::string dir = testing::kv_model_dir("random_d64");
-  const std::vector<int32_t> prompt = testing::kv_model_prompt("random_d64");
-  const std::string config = ::testing::TempDir() + "/turbo_kv_config.json";
-  std::ofstream(config) << R"({"default": "turbo", "layers": {"1": "turbo:k4v3"}})";
-  for (const bool from_file : {false, true}) {
-    auto model = models::load_model(dir);
-    engine::RunnerConfig rc;
-    rc.kv_memory_bytes = size_t{16} << 20;
-    if (from_file) {
-      rc.kv_formats = kv::load_kv_config(config);
-    } else {
-      rc.kv_format = kv::KvFormat::parse("turbo");
-    }
-    engine::Runner runner(*model, rc);
-    EXPECT_TRUE(runner.cache().group(0).format.is_turbo());
-    engine::GreedyOptions options;
-    options.max_new_tokens = 12;
-    const auto want = engine::generate_greedy(runner, {prompt}, options).tokens[0];
-    const Outcome out =
-        run("generate --model " + dir + " --prompt-tokens " + join(prompt) +
-                " --max-tokens 12 --kv-memory 16 " +
-                (from_file ? "--kv-config " + config : std::string("--kv-format turbo")),
-            true);
-    ASSERT_EQ(out.exit_code, 0) << out.output;
-    EXPECT_EQ(out.output.substr(0, out.output.find('\n')), join(want));
-  }
   const Outcome bad =
       run("generate --model " + dir + " --prompt-tokens 3 --max-tokens 1 --kv-format turbo:k3v3");
   EXPECT_NE(bad.exit_code, 0);
@@ -165,9 +157,8 @@ TEST(KvCli, KvQuantStartGenerateEqualsTheRunner) {
   const auto want = engine::generate_greedy(runner, {prompt}, options).tokens[0];
   const std::string base = "generate --model " + dir + " --prompt-tokens " + join(prompt) +
                            " --max-tokens 16 --kv-memory 16 ";
-  const Outcome out = run(base + "--kv-format int8-g64 --kv-quant-start 64", true);
-  ASSERT_EQ(out.exit_code, 0) << out.output;
-  EXPECT_EQ(out.output.substr(0, out.output.find('\n')), join(want));
+  ASSERT_NO_FATAL_FAILURE(
+      expect_prints_tokens(run(base + "--kv-format int8-g64 --kv-quant-start 64", true), want));
 
   for (const auto& [flags, message] : std::vector<std::pair<std::string, std::string>>{
            {"--kv-format int8-g64 --kv-quant-start -1", "--kv-quant-start must be a position >= 0"},

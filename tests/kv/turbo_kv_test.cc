@@ -17,6 +17,7 @@
 #include "kv/turbo_codec.h"
 #include "kv_test_models.h"
 #include "models/model.h"
+#include "quantized_kv_fixture.h"
 
 namespace ringlm {
 namespace {
@@ -54,23 +55,9 @@ TEST(TurboKvFormat, ParseNameAndExactBytesPerToken) {
   EXPECT_NO_THROW(def.check_supported(256));
 }
 
-kv::KvCacheConfig small_config(const std::vector<KvFormat>& formats, int head_dim = 64) {
-  kv::KvCacheConfig c;
-  for (const KvFormat& f : formats) {
-    kv::LayerKvSpec s;
-    s.kv_heads = 2;
-    s.head_dim = head_dim;
-    s.format = f;
-    c.layers.push_back(s);
-  }
-  c.block_tokens = 4;
-  c.memory_bytes = size_t{1} << 20;
-  return c;
-}
-
 TEST(TurboKvCache, PlanesTileTheRegionsAndSharedLayersReadTheDonors) {
   const KvFormat t = KvFormat::parse("turbo:k4v3"), bf16 = KvFormat::parse("bf16");
-  kv::KvCacheConfig config = small_config({t, bf16, t, t});
+  kv::KvCacheConfig config = testing::small_kv_config({t, bf16, t, t});
   config.layers[3].donor_layer = 2;  // a shared layer
   kv::PagedKvCache cache(config);
   ASSERT_EQ(cache.num_groups(), 3);
@@ -110,7 +97,7 @@ TEST(TurboKvCache, PlanesTileTheRegionsAndSharedLayersReadTheDonors) {
   EXPECT_EQ(shared.v_scales.data, v.v_scales.data);
   EXPECT_EQ(shared.value_bits, 3);
   // A head_dim that is not a power of two is a clear error.
-  EXPECT_THROW(kv::PagedKvCache(small_config({t}, 96)), Error);
+  EXPECT_THROW(kv::PagedKvCache(testing::small_kv_config({t}, 96)), Error);
 }
 
 // Extract gives the exact bytes kv_write stored, decoded within the codec's error; save / load
@@ -120,23 +107,13 @@ TEST(TurboKvCache, ExtractSaveLoadRoundTrip) {
   for (const char* name : {"turbo", "turbo:k2v5"}) {
     SCOPED_TRACE(name);
     const KvFormat f = KvFormat::parse(name);
-    kv::PagedKvCache cache(small_config({f, f}));
+    kv::PagedKvCache cache(testing::small_kv_config({f, f}));
     const kv::SequenceId s = cache.add_sequence();
     const int64_t n = 11, H = 2, D = 64;
     ASSERT_TRUE(cache.append(s, n));
     std::vector<float> k(static_cast<size_t>(n * H * D)), v(k.size());
-    std::mt19937 rng(5);
-    std::uniform_real_distribution<float> dist(-3.0f, 3.0f);
-    for (auto& x : k) x = dist(rng);
-    for (auto& x : v) x = dist(rng);
-    std::vector<int32_t> slots;
-    for (int64_t p = 0; p < n; ++p) slots.push_back(cache.slot(s, 0, p));
-    for (int l = 0; l < 2; ++l) {
-      ops::KvLayerView view = cache.layer_view(l);
-      ops::kv_write(Tensor(k.data(), DType::F32, {n, H, D}),
-                    Tensor(v.data(), DType::F32, {n, H, D}), Tensor(slots.data(), DType::I32, {n}),
-                    view);
-    }
+    testing::fill_random_kv(k, v, 5, std::uniform_real_distribution<float>(-3.0f, 3.0f));
+    const std::vector<int32_t> slots = testing::write_kv_rows(cache, s, 2, H, D, k, v);
     const kv::SequenceId fork = cache.fork(s);
     cache.rollback(fork, 3);
     const kv::ExtractedKv got = cache.extract(s);
@@ -180,30 +157,8 @@ TEST(TurboKvCache, ExtractSaveLoadRoundTrip) {
     for (kv::SequenceId seq : {s, fork}) {
       const std::string path = ::testing::TempDir() + "/turbo_kv_" + std::to_string(f.bits) +
                                std::to_string(f.value_bits) + ".safetensors";
-      cache.save(seq, path);
-      kv::PagedKvCache other(small_config({f, f}));
-      const kv::SequenceId loaded = other.load(path);
-      const kv::ExtractedKv a = cache.extract(seq), b = other.extract(loaded);
-      ASSERT_EQ(a.length, b.length);
-      for (size_t l = 0; l < 2; ++l) {
-        EXPECT_EQ(a.layers[l].k, b.layers[l].k);
-        EXPECT_EQ(a.layers[l].v, b.layers[l].v);
-        EXPECT_EQ(a.layers[l].k_scales, b.layers[l].k_scales);
-        EXPECT_EQ(a.layers[l].k_biases, b.layers[l].k_biases);
-        EXPECT_EQ(a.layers[l].v_scales, b.layers[l].v_scales);
-      }
-      for (const char* other_format : {"bf16", "turbo:k8v8"}) {
-        kv::PagedKvCache wrong(
-            small_config({KvFormat::parse(other_format), KvFormat::parse(other_format)}));
-        try {
-          wrong.load(path);
-          ADD_FAILURE() << "loaded a " << name << " file into a " << other_format << " cache";
-        } catch (const Error& e) {
-          EXPECT_NE(std::string(e.what()).find("format"), std::string::npos) << e.what();
-        }
-        EXPECT_EQ(wrong.used_blocks(), 0);
-      }
-      std::remove(path.c_str());
+      ASSERT_NO_FATAL_FAILURE(
+          testing::check_save_load_round_trip(cache, seq, {f, f}, path, {"bf16", "turbo:k8v8"}));
     }
     cache.release(s);
     cache.release(fork);
@@ -215,52 +170,26 @@ TEST(TurboKvCache, ExtractSaveLoadRoundTrip) {
 // exactly the stored codes and parameters (nothing is re-encoded).
 TEST(TurboKvCache, AdoptedBlocksHoldTheStoredBytes) {
   const KvFormat f = KvFormat::parse("turbo");
-  kv::PagedKvCache cache(small_config({f}));
+  kv::PagedKvCache cache(testing::small_kv_config({f}));
   const kv::SequenceId a = cache.add_sequence();
   const int64_t n = 8, H = 2, D = 64;  // two whole blocks of 4
   ASSERT_TRUE(cache.append(a, n));
   std::vector<float> k(static_cast<size_t>(n * H * D)), v(k.size());
-  std::mt19937 rng(9);
-  std::normal_distribution<float> dist;
-  for (auto& x : k) x = dist(rng);
-  for (auto& x : v) x = dist(rng);
-  std::vector<int32_t> slots;
-  for (int64_t p = 0; p < n; ++p) slots.push_back(cache.slot(a, 0, p));
-  ops::KvLayerView view = cache.layer_view(0);
-  ops::kv_write(Tensor(k.data(), DType::F32, {n, H, D}), Tensor(v.data(), DType::F32, {n, H, D}),
-                Tensor(slots.data(), DType::I32, {n}), view);
+  testing::fill_random_kv(k, v, 9, std::normal_distribution<float>());
+  testing::write_kv_rows(cache, a, 1, H, D, k, v);
   const kv::ExtractedKv before = cache.extract(a);
   const std::vector<int32_t> table = cache.block_table(a, 0);
   for (int32_t id : table) cache.retain_block(0, id);
   cache.release(a);
   const kv::SequenceId b = cache.adopt({table}, n);
   const kv::ExtractedKv after = cache.extract(b);
-  EXPECT_EQ(before.layers[0].k, after.layers[0].k);
-  EXPECT_EQ(before.layers[0].v, after.layers[0].v);
-  EXPECT_EQ(before.layers[0].k_scales, after.layers[0].k_scales);
-  EXPECT_EQ(before.layers[0].k_biases, after.layers[0].k_biases);
-  EXPECT_EQ(before.layers[0].v_scales, after.layers[0].v_scales);
+  testing::expect_same_planes(before, after, 1);
   cache.release(b);
   for (int32_t id : table) cache.release_block(0, id);
   EXPECT_EQ(cache.used_blocks(), 0);
 }
 
 // ---- Quantized-KV tolerance on real models ----
-
-// Logits of every position of `tokens` (one prefill step) with the given KV format.
-std::vector<float> prompt_logits(models::Model& model, const std::string& format,
-                                 const std::vector<int32_t>& tokens) {
-  engine::RunnerConfig rc;
-  rc.kv_memory_bytes = size_t{16} << 20;
-  rc.max_step_tokens = static_cast<int64_t>(tokens.size());
-  rc.kv_format = KvFormat::parse(format);
-  engine::Runner runner(model, rc);
-  const kv::SequenceId s = runner.cache().add_sequence();
-  EXPECT_TRUE(runner.cache().append(s, static_cast<int64_t>(tokens.size())));
-  kv::StepPlan plan({{s, tokens, 0, true, true}}, runner.cache());
-  const Tensor logits = runner.step(plan);
-  return {logits.ptr<float>(), logits.ptr<float>() + logits.numel()};
-}
 
 // max |logit(format) − logit(bf16)| / max |logit(bf16)| over every position of the prompt, at
 // most the format's tolerance (the measured worst case with margin, separately for the head_dim-32
@@ -277,22 +206,15 @@ constexpr TurboTolerance kTurboTolerances[] = {{"turbo:k8v8", 0.06, 0.02},
                                                {"turbo:k4v3", 0.85, 0.26}};
 
 TEST(TurboKvTolerance, LogitsCloseToBf16Kv) {
-  for (const std::string m : {"gemma3", "llama_linear", "qwen3", "random_d64"}) {
+  for (const std::string& m : testing::kKvToleranceModels) {
     auto model = models::load_model(testing::kv_model_dir(m));
-    std::vector<int32_t> prompt = testing::kv_model_prompt(m);
-    const std::vector<float> want = prompt_logits(*model, "bf16", prompt);
-    double scale = 0;
-    for (float x : want) scale = std::max(scale, double{std::fabs(x)});
+    const std::vector<int32_t> prompt = testing::kv_model_prompt(m);
+    const testing::LogitBaseline want = testing::bf16_kv_baseline(*model, prompt);
     std::vector<double> rel;
     for (const TurboTolerance& t : kTurboTolerances) {
-      const std::vector<float> got = prompt_logits(*model, t.format, prompt);
-      ASSERT_EQ(got.size(), want.size());
-      double worst = 0;
-      for (size_t i = 0; i < got.size(); ++i)
-        worst = std::max(worst, double{std::fabs(got[i] - want[i])});
-      rel.push_back(worst / scale);
-      std::printf("[ measured ] %s %s: max|dlogit| %.4g, max|logit| %.4g, relative %.4g\n",
-                  m.c_str(), t.format, worst, scale, rel.back());
+      rel.push_back(0);
+      ASSERT_NO_FATAL_FAILURE(
+          testing::measure_relative_logit_error(*model, m, t.format, prompt, want, &rel.back()));
       EXPECT_GT(rel.back(), 0.0) << m << " " << t.format;
       EXPECT_LE(rel.back(), m == "random_d64" ? t.d64 : t.fixtures) << m << " " << t.format;
     }

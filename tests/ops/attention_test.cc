@@ -13,6 +13,7 @@
 #include <sstream>
 #include <vector>
 
+#include "attention_check.h"
 #include "op_test_util.h"
 #include "ops/ops.h"
 #include "ops/reference.h"
@@ -22,147 +23,49 @@ namespace {
 
 using testing::for_each_simd_target;
 using testing::kEps;
+using testing::KvWriteInput;
 using testing::Owned;
+using testing::RowSpec;
 
-struct RowSpec {
-  int n;    // queries this step
-  int ctx;  // context length after this step's writes
-};
-
-struct Config {
-  int head_dim = 64;
-  int kv_heads = 2;
-  int group = 1;  // q heads per kv head
-  int block_tokens = 16;
-  int window = 0;
-  int sinks = 0;  // attention-sink tokens (with a window)
-  float softcap = 0.0f;
+struct Config : testing::AttentionShape {
   DType dtype = DType::BF16;
 };
 
-// Whether the query at `pos` sees the key at `j` (the documented rule of ops::AttentionParams).
-bool visible(const Config& c, int pos, int j) {
-  return j <= pos && (c.window <= 0 || j > pos - c.window || j < c.sinks);
-}
-
-// Rows of a decode, a whole prefill, a prefill chunk after earlier tokens, an idle row, a short
-// prefill and a first decode token.
-const std::vector<RowSpec> kRows = {{1, 37}, {20, 20}, {7, 45}, {0, 5}, {3, 3}, {1, 1}};
+const std::vector<RowSpec>& kRows = testing::kMixedRows;
 
 std::string describe(const Config& c) {
   std::ostringstream os;
-  os << testing::dtype_label(c.dtype) << " D=" << c.head_dim << " kvh=" << c.kv_heads
-     << " group=" << c.group << " bt=" << c.block_tokens << " window=" << c.window
-     << " sinks=" << c.sinks << " softcap=" << c.softcap;
+  os << testing::dtype_label(c.dtype) << " " << testing::describe_shape(c)
+     << " softcap=" << c.softcap;
   return os.str();
 }
 
-// A paged cache holding the rows' K/V (written with kv_write through shuffled, non-contiguous
-// block tables; block 0 stays unused as the null block), and the step's queries. Blocks that no
-// query of their row sees (outside every window and the sinks) are then replaced by the null
-// block, as the KV layer releases them: it holds NaN, so reading it poisons the output.
-class PagedSetup {
+// A paged cache of the config's dtype holding the rows' K/V, and the step's queries. Unwritten
+// slots (and so the null block) hold NaN: reading any of them poisons the output.
+class PagedSetup : public testing::PagedAttentionCase {
  public:
-  PagedSetup(const Config& c, const std::vector<RowSpec>& specs, uint32_t seed) : c_(c) {
-    const int bt = c.block_tokens;
-    const int max_ctx = std::max_element(specs.begin(), specs.end(), [](auto& a, auto& b) {
-                          return a.ctx < b.ctx;
-                        })->ctx;
-    max_blocks_ = (max_ctx + bt - 1) / bt;
-    int blocks_needed = 1;
-    for (const RowSpec& s : specs) blocks_needed += (s.ctx + bt - 1) / bt;
-    const int num_blocks = blocks_needed + 3;
-    std::vector<int32_t> ids(static_cast<size_t>(num_blocks - 1));
-    std::iota(ids.begin(), ids.end(), 1);
-    std::shuffle(ids.begin(), ids.end(), std::mt19937(seed));
-
-    k_ = Owned(c.dtype, {num_blocks, bt, c.kv_heads, c.head_dim});
-    v_ = Owned(c.dtype, {num_blocks, bt, c.kv_heads, c.head_dim});
-    // Unwritten slots hold NaN: reading any of them poisons the output.
+  PagedSetup(const Config& c, const std::vector<RowSpec>& specs, uint32_t seed)
+      : PagedAttentionCase(c, specs, seed),
+        c_(c),
+        k_(c.dtype, {num_blocks(), c.block_tokens, c.kv_heads, c.head_dim}),
+        v_(c.dtype, {num_blocks(), c.block_tokens, c.kv_heads, c.head_dim}) {
     for (int64_t i = 0; i < k_.t().numel(); ++i) {
       k_.set(i, NAN);
       v_.set(i, NAN);
     }
-    table_.assign(specs.size() * static_cast<size_t>(max_blocks_), 0);
-    size_t next = 0;
-    query_start_.push_back(0);
-    for (size_t r = 0; r < specs.size(); ++r) {
-      for (int b = 0; b < (specs[r].ctx + bt - 1) / bt; ++b)
-        table_[r * static_cast<size_t>(max_blocks_) + static_cast<size_t>(b)] = ids[next++];
-      query_start_.push_back(query_start_.back() + specs[r].n);
-      context_len_.push_back(specs[r].ctx);
-    }
-    // Every row's K/V for positions [0, ctx), through kv_write.
-    int total = 0;
-    for (const RowSpec& s : specs) total += s.ctx;
-    Owned ks(DType::F32, {total, c.kv_heads, c.head_dim}),
-        vs(DType::F32, {total, c.kv_heads, c.head_dim});
-    testing::fill_uniform(ks, seed + 1);
-    testing::fill_uniform(vs, seed + 2, -2.0f, 2.0f);
-    Owned slots(DType::I32, {total});
-    int t = 0;
-    for (size_t r = 0; r < specs.size(); ++r) {
-      for (int j = 0; j < specs[r].ctx; ++j, ++t) {
-        slots.p<int32_t>()[t] =
-            table_[r * static_cast<size_t>(max_blocks_) + static_cast<size_t>(j / bt)] * bt +
-            j % bt;
-      }
-    }
-    KvLayerView view = kv();
-    kv_write(ks.t(), vs.t(), slots.t(), view);
-    for (size_t r = 0; r < specs.size(); ++r) {
-      for (int b = 0; b < (specs[r].ctx + bt - 1) / bt; ++b) {
-        bool seen = false;
-        for (int pos = specs[r].ctx - specs[r].n; pos < specs[r].ctx; ++pos) {
-          for (int j = b * bt; j < std::min(specs[r].ctx, (b + 1) * bt); ++j)
-            seen = seen || visible(c, pos, j);
-        }
-        if (!seen) table_[r * static_cast<size_t>(max_blocks_) + static_cast<size_t>(b)] = 0;
-      }
-    }
-
-    q_ = Owned(DType::F32, {query_start_.back(), c.kv_heads * c.group, c.head_dim});
-    testing::fill_uniform(q_, seed + 3, -2.0f, 2.0f);
-    rows_.num_rows = static_cast<int>(specs.size());
-    rows_.query_start = query_start_.data();
-    rows_.context_len = context_len_.data();
-    rows_.block_table = table_.data();
-    rows_.max_blocks = max_blocks_;
-    params_.scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
-    params_.softcap = c.softcap;
-    params_.window = c.window;
-    params_.sink_tokens = c.sinks;
+    write_kv(kv(), -1.0f, 1.0f);
   }
 
   KvLayerView kv() const { return KvLayerView{k_.t(), v_.t()}; }
-  const AttentionRows& rows() const { return rows_; }
-  const AttentionParams& params() const { return params_; }
-  Owned& q() { return q_; }
-  int64_t tokens() const { return query_start_.back(); }
-  int q_heads() const { return c_.kv_heads * c_.group; }
-  const int32_t* table_row(size_t r) const {
-    return table_.data() + r * static_cast<size_t>(max_blocks_);
-  }
-  int max_blocks() const { return max_blocks_; }
-  const std::vector<int32_t>& query_start() const { return query_start_; }
-  const std::vector<int32_t>& context_len() const { return context_len_; }
 
-  // Error bound for query token t, head h (see the derivation in CompareWithReference).
+  // Error bound for query token t, head h.
   double tolerance(int64_t t, int h) const {
-    const int r = static_cast<int>(std::upper_bound(query_start_.begin(), query_start_.end(), t) -
-                                   query_start_.begin()) -
-                  1;
-    const int n = query_start_[static_cast<size_t>(r) + 1] - query_start_[static_cast<size_t>(r)];
-    const int pos = context_len_[static_cast<size_t>(r)] - n +
-                    static_cast<int>(t - query_start_[static_cast<size_t>(r)]);
-    const int D = c_.head_dim, g = h / c_.group, bt = c_.block_tokens;
-    const float* qv = q_.p<float>() + (t * q_heads() + h) * D;
+    const int D = c_.head_dim, g = h / c_.group;
+    const float* qv = query_row(t, h);
     double max_dot_err = 0, max_score = 0, max_v = 0;
-    int keys = 0;
-    for (int j = 0; j <= pos; ++j) {
-      if (!visible(c_, pos, j)) continue;
-      ++keys;
-      const int64_t slot = int64_t{table_row(static_cast<size_t>(r))[j / bt]} * bt + j % bt;
+    const std::vector<int64_t> slots = visible_slots(t);
+    const int keys = static_cast<int>(slots.size());
+    for (const int64_t slot : slots) {
       double mag = 0, dot = 0;
       for (int d = 0; d < D; ++d) {
         const double kd = k_.f((slot * c_.kv_heads + g) * D + d);
@@ -170,8 +73,8 @@ class PagedSetup {
         dot += qv[d] * kd;
         max_v = std::max(max_v, double{std::fabs(v_.f((slot * c_.kv_heads + g) * D + d))});
       }
-      max_dot_err = std::max(max_dot_err, (D + 2) * kEps * mag * params_.scale);
-      max_score = std::max(max_score, std::fabs(dot * params_.scale));
+      max_dot_err = std::max(max_dot_err, (D + 2) * kEps * mag * params().scale);
+      max_score = std::max(max_score, std::fabs(dot * params().scale));
     }
     // Score error: the f32 dot product (γ_D bound) and the scale; soft-capping passes it through
     // (|tanh'| <= 1) and adds tanh's 4 ulp plus two roundings of the cap.
@@ -187,30 +90,14 @@ class PagedSetup {
 
  private:
   Config c_;
-  int max_blocks_ = 0;
-  Owned k_, v_, q_;
-  std::vector<int32_t> table_, query_start_, context_len_;
-  AttentionRows rows_;
-  AttentionParams params_;
+  Owned k_, v_;
 };
 
-void compare_with_reference(const Config& c, uint32_t seed) {
+void compare_with_reference(const Config& c, uint32_t seed,
+                            const std::vector<RowSpec>& rows = kRows) {
   SCOPED_TRACE(describe(c));
-  PagedSetup s(c, kRows, seed);
-  const int64_t T = s.tokens();
-  const int QH = s.q_heads();
-  Owned out(DType::F32, {T, QH, c.head_dim}), ref(DType::F32, {T, QH, c.head_dim});
-  attention(s.q().t(), s.kv(), s.rows(), s.params(), out.t());
-  reference::attention(s.q().t(), s.kv(), s.rows(), s.params(), ref.t());
-  for (int64_t t = 0; t < T; ++t) {
-    for (int h = 0; h < QH; ++h) {
-      const double tol = s.tolerance(t, h);
-      for (int d = 0; d < c.head_dim; ++d) {
-        const int64_t i = (t * QH + h) * c.head_dim + d;
-        ASSERT_NEAR(out.f(i), ref.f(i), tol) << "token " << t << " head " << h << " dim " << d;
-      }
-    }
-  }
+  PagedSetup s(c, rows, seed);
+  testing::check_matches_reference(s);
 }
 
 TEST(Attention, MatchesReferenceAcrossHeadDimsAndDtypes) {
@@ -291,17 +178,13 @@ TEST(Attention, WindowOfOneReturnsOwnValue) {
 
 TEST(KvWrite, MatchesReferenceExactly) {
   for (DType dt : {DType::F32, DType::BF16, DType::F16}) {
-    const int64_t blocks = 5, bt = 4, kvh = 3, D = 20, T = 7;
-    Owned k(DType::F32, {T, kvh, D}), v(DType::F32, {T, kvh, D}), slots(DType::I32, {T});
-    testing::fill_uniform(k, 500, -70000.0f, 70000.0f);  // includes f16 overflow to inf
-    testing::fill_uniform(v, 501);
-    const int32_t s[T] = {19, 0, 5, 6, 12, 3, 17};
-    for (int64_t t = 0; t < T; ++t) slots.p<int32_t>()[t] = s[t];
+    const int64_t blocks = KvWriteInput::kBlocks, bt = KvWriteInput::kBlockTokens, kvh = 3, D = 20;
+    const KvWriteInput in(kvh, D, -70000.0f, 70000.0f);  // includes f16 overflow to inf
     Owned ck(dt, {blocks, bt, kvh, D}), cv(dt, {blocks, bt, kvh, D});
     Owned rk(dt, {blocks, bt, kvh, D}), rv(dt, {blocks, bt, kvh, D});
     KvLayerView view{ck.t(), cv.t()}, ref_view{rk.t(), rv.t()};
-    kv_write(k.t(), v.t(), slots.t(), view);
-    reference::kv_write(k.t(), v.t(), slots.t(), ref_view);
+    kv_write(in.k.t(), in.v.t(), in.slots.t(), view);
+    reference::kv_write(in.k.t(), in.v.t(), in.slots.t(), ref_view);
     EXPECT_TRUE(testing::bitwise_equal(ck.t(), rk.t())) << testing::dtype_label(dt);
     EXPECT_TRUE(testing::bitwise_equal(cv.t(), rv.t())) << testing::dtype_label(dt);
   }
@@ -325,22 +208,7 @@ TEST(Attention, MatchesReferenceWithSinks) {
         c.block_tokens = std::array{1, 16, 7}[(variant / 3) % 3];
         c.dtype = std::array{DType::BF16, DType::F32, DType::F16}[variant % 3];
         c.softcap = variant % 4 == 3 ? 5.0f : 0.0f;
-        SCOPED_TRACE(describe(c));
-        PagedSetup s(c, rows, seed++);
-        const int64_t T = s.tokens();
-        const int QH = s.q_heads();
-        Owned out(DType::F32, {T, QH, c.head_dim}), ref(DType::F32, {T, QH, c.head_dim});
-        attention(s.q().t(), s.kv(), s.rows(), s.params(), out.t());
-        reference::attention(s.q().t(), s.kv(), s.rows(), s.params(), ref.t());
-        for (int64_t t = 0; t < T; ++t) {
-          for (int h = 0; h < QH; ++h) {
-            const double tol = s.tolerance(t, h);
-            for (int d = 0; d < c.head_dim; ++d) {
-              const int64_t i = (t * QH + h) * c.head_dim + d;
-              ASSERT_NEAR(out.f(i), ref.f(i), tol) << "token " << t << " head " << h;
-            }
-          }
-        }
+        ASSERT_NO_FATAL_FAILURE(compare_with_reference(c, seed++, rows));
         ++variant;
       }
     }
@@ -392,23 +260,7 @@ TEST(Attention, RowAloneEqualsRowInBatch) {
     c.sinks = window == 3 ? 2 : 0;
     c.block_tokens = 16;
     PagedSetup s(c, kRows, 600);
-    const int QH = s.q_heads(), D = c.head_dim;
-    Owned batched(DType::F32, {s.tokens(), QH, D});
-    {
-      testing::ScopedThreads threads(3);
-      attention(s.q().t(), s.kv(), s.rows(), s.params(), batched.t());
-    }
-    for (size_t r = 0; r < kRows.size(); ++r) {
-      const int q0 = s.query_start()[r], n = kRows[r].n;
-      if (n == 0) continue;
-      const int32_t qs[2] = {0, n};
-      const int32_t ctx = kRows[r].ctx;
-      AttentionRows one{1, qs, &ctx, s.table_row(r), s.max_blocks()};
-      Owned alone(DType::F32, {n, QH, D});
-      attention(s.q().t().slice_rows(q0, q0 + n), s.kv(), one, s.params(), alone.t());
-      ASSERT_TRUE(testing::bitwise_equal(alone.t(), batched.t().slice_rows(q0, q0 + n)))
-          << "row " << r << " window " << window;
-    }
+    ASSERT_NO_FATAL_FAILURE(testing::check_rows_alone_equal_batch(s, describe(c)));
   }
 }
 
