@@ -1,6 +1,5 @@
 // The CPU attention kernel's SIMD KV row decoders (backends/cpu/kv_decode-inl.h) against the
-// codecs, bit for bit, on every SIMD target: affine int8/int4 × group 32/64/128 (scale·q + bias,
-// the product rounded — an FMA would differ in the last bit for most of these random scales),
+// codecs, bit for bit, on every SIMD target: affine int8/int4 × group 32/64/128 (scale·q + bias),
 // TurboQuant keys 2/4/5/8 bits ((q + z)·s, int8 for 8 bits) and rotated values 2/3/4/5/8 bits
 // (centroid[q]·s) × head_dim 32…512, over random codes covering every code value.
 #include <gtest/gtest.h>

@@ -25,7 +25,7 @@
 // head at the end instead of once per key (deferred inverse rotation).
 //
 // Both decode with SIMD (backends/cpu/kv_decode-inl.h), 8 codes per step, to exactly the codec's
-// values (this file is built with -ffp-contract=off so that scale·code + bias stays unfused).
+// values.
 
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "backends/cpu/attention.cc"

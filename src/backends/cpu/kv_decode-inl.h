@@ -1,8 +1,9 @@
 // SIMD decoders of one (token, kv head) row of a quantized KV cache into f32 (Highway "-inl"
 // header: included once per target from a kernel file, after hwy/highway.h). Each gives exactly
 // the codec's values (kv/affine_codec.h, kv/turbo_codec.h): per element the same f32 operations
-// in the same order, unfused — files that include this are built with -ffp-contract=off (GCC
-// would otherwise fuse the affine scale·q + bias into an FMA on AVX2/AVX3).
+// in the same order. None can be changed by FMA contraction: turbo keys add before they multiply,
+// values only multiply, and an affine bf16 scale times a code < 256 is exact in f32 (8 + 8
+// significant bits), so scale·q + bias rounds once, fused or not.
 //
 // Codes are an LSB-first bit stream (code i at bits [i·b, (i+1)·b)), so 8 codes fill exactly b
 // bytes: a row is decoded in byte-aligned units of 8 codes, into vectors of up to 8 f32 lanes.
