@@ -21,9 +21,9 @@
 #include <bit>
 #include <cstddef>
 #include <cstdint>
-#include <cstring>
 #include <type_traits>
 
+#include "backends/cpu/simd-inl.h"  // RINGLM_UNROLL
 #include "core/dtype.h"
 #include "kv/turbo_codec.h"
 
@@ -61,8 +61,10 @@ HWY_INLINE hn::Vec<DU> UnpackUnit(DU du, const uint8_t* HWY_RESTRICT unit, size_
     return hn::PromoteTo(du, hn::LoadU(du8, unit + h));
   } else {
     static_assert(kBits >= 2 && kBits <= 5, "unit layout covers 2..5 and 8 bits");
+    // Exactly the unit's bytes, little-endian (GCC merges these into one or two loads; a memcpy
+    // of 3 or 5 bytes into a zeroed word went through the stack and stalled store forwarding).
     uint64_t bits = 0;
-    std::memcpy(&bits, unit, kBits);  // exactly the unit's bytes
+    RINGLM_UNROLL for (int i = 0; i < kBits; ++i) bits |= uint64_t{unit[i]} << (8 * i);
     auto words = hn::Set(du, static_cast<uint32_t>(bits));
     if constexpr (8 * kBits > 32) {
       const auto high = hn::Set(du, static_cast<uint32_t>(bits >> 8));
@@ -129,21 +131,33 @@ HWY_INLINE void DecodeTurboKeyRow(const uint8_t* HWY_RESTRICT codes,    // U8[DÂ
 }
 
 // centroids[q] per lane. `centroids` holds 2^kBits values, padded with readable floats to at
-// least 8 (a whole vector). Tables of up to two vectors stay in registers; larger ones gather.
+// least 8 (a whole vector). Codebooks of up to four vectors are looked up in registers (one
+// permute per vector, then selects on the code's high bits); larger ones gather.
 template <int kBits, class DF, class DU>
 HWY_INLINE hn::Vec<DF> LookupCentroids(DF df, DU du, const float* HWY_RESTRICT centroids,
                                        hn::Vec<DU> q) {
   constexpr size_t kEntries = size_t{1} << kBits;
   constexpr size_t kLanes = hn::MaxLanes(DF());
-  const hn::RebindToSigned<DF> di;
   if constexpr (kEntries <= kLanes) {
     return hn::TableLookupLanes(hn::LoadU(df, centroids), hn::IndicesFromVec(df, q));
-  } else if constexpr (kEntries == 2 * kLanes) {
+  } else if constexpr (kEntries <= 4 * kLanes) {
     const auto idx = hn::IndicesFromVec(df, hn::And(q, hn::Set(du, kLanes - 1)));
-    const auto upper = hn::RebindMask(df, hn::Ne(hn::And(q, hn::Set(du, kLanes)), hn::Zero(du)));
-    return hn::IfThenElse(upper, hn::TableLookupLanes(hn::LoadU(df, centroids + kLanes), idx),
-                          hn::TableLookupLanes(hn::LoadU(df, centroids), idx));
+    const auto table = [&](size_t t) {
+      return hn::TableLookupLanes(hn::LoadU(df, centroids + t * kLanes), idx);
+    };
+    const auto bit_set = [&](size_t bit) {
+      return hn::RebindMask(
+          df, hn::Ne(hn::And(q, hn::Set(du, static_cast<uint32_t>(bit))), hn::Zero(du)));
+    };
+    const auto low = hn::IfThenElse(bit_set(kLanes), table(1), table(0));
+    if constexpr (kEntries == 2 * kLanes) {
+      return low;
+    } else {
+      const auto high = hn::IfThenElse(bit_set(kLanes), table(3), table(2));
+      return hn::IfThenElse(bit_set(2 * kLanes), high, low);
+    }
   } else {
+    const hn::RebindToSigned<DF> di;
     return hn::GatherIndex(df, centroids, hn::BitCast(di, q));
   }
 }
