@@ -37,6 +37,19 @@ static_assert(std::endian::native == std::endian::little, "KV codes assume littl
 // Up to 8 f32 lanes: one unit of 8 codes is one vector on AVX2/AVX3, two on 4-lane targets.
 using DecodeTag = hn::CappedTag<float, 8>;
 constexpr size_t kCodeUnit = 8;
+// Codes per unrolled step: every group (affine 32/64/128, TurboQuant 32) is whole blocks.
+constexpr size_t kCodeBlock = 32;
+static_assert(kv::kTurboGroup == kCodeBlock, "a TurboQuant group is one block");
+
+// Calls fn(unit, h, o) for each vector of L codes of the block of 32 codes at `block` (a
+// kBits-bit stream): `unit` is the 8-code unit holding them, h their first code in the unit, o
+// their offset in the block. Fully unrolled (four independent vectors on AVX2/AVX3).
+template <int kBits, class Fn>
+HWY_INLINE void ForEachVectorOfBlock(size_t L, const uint8_t* HWY_RESTRICT block, Fn&& fn) {
+  RINGLM_UNROLL for (size_t o = 0; o < kCodeBlock; o += L) {
+    fn(block + o / kCodeUnit * kBits, o % kCodeUnit, o);
+  }
+}
 
 // Bit shift of code c of a unit within the 32-bit word it is read from, and whether that word is
 // the unit's bits [8, 40) (a 5-bit code that crosses bit 32) rather than [0, 32).
@@ -90,12 +103,12 @@ HWY_INLINE void DecodeAffineRow(const uint32_t* HWY_RESTRICT codes,  // U32[DÂ·k
   for (size_t g0 = 0, gi = 0; g0 < D; g0 += group, ++gi) {
     const auto scale = hn::Set(df, bf16_to_f32(scales[gi]));
     const auto bias = hn::Set(df, bf16_to_f32(biases[gi]));
-    for (size_t c = g0; c < g0 + group; c += kCodeUnit) {
-      const uint8_t* unit = bytes + c * kBits / 8;
-      for (size_t h = 0; h < kCodeUnit; h += L) {
-        const auto q = hn::ConvertTo(df, hn::BitCast(di, UnpackUnit<kBits>(du, unit, h)));
-        hn::StoreU(hn::Add(hn::Mul(scale, q), bias), df, dst + c + h);
-      }
+    for (size_t c = g0; c < g0 + group; c += kCodeBlock) {
+      ForEachVectorOfBlock<kBits>(
+          L, bytes + c * kBits / 8, [&](const uint8_t* unit, size_t h, size_t o) {
+            const auto q = hn::ConvertTo(df, hn::BitCast(di, UnpackUnit<kBits>(du, unit, h)));
+            hn::StoreU(hn::Add(hn::Mul(scale, q), bias), df, dst + c + o);
+          });
     }
   }
 }
@@ -114,19 +127,17 @@ HWY_INLINE void DecodeTurboKeyRow(const uint8_t* HWY_RESTRICT codes,    // U8[DÂ
   for (size_t g0 = 0, gi = 0; g0 < D; g0 += kGroup, ++gi) {
     const auto zero = hn::Set(df, f16_to_f32(zeros[gi]));
     const auto scale = hn::Set(df, f16_to_f32(scales[gi]));
-    for (size_t c = g0; c < g0 + kGroup; c += kCodeUnit) {
-      const uint8_t* unit = codes + c * kBits / 8;
-      for (size_t h = 0; h < kCodeUnit; h += L) {
-        hn::Vec<decltype(di)> q;
-        if constexpr (kBits == 8) {
-          const hn::Rebind<int8_t, decltype(di)> di8;
-          q = hn::PromoteTo(di, hn::LoadU(di8, reinterpret_cast<const int8_t*>(unit) + h));
-        } else {
-          q = hn::BitCast(di, UnpackUnit<kBits>(du, unit, h));
-        }
-        hn::StoreU(hn::Mul(hn::Add(hn::ConvertTo(df, q), zero), scale), df, dst + c + h);
-      }
-    }
+    ForEachVectorOfBlock<kBits>(
+        L, codes + g0 * kBits / 8, [&](const uint8_t* unit, size_t h, size_t o) {
+          hn::Vec<decltype(di)> q;
+          if constexpr (kBits == 8) {
+            const hn::Rebind<int8_t, decltype(di)> di8;
+            q = hn::PromoteTo(di, hn::LoadU(di8, reinterpret_cast<const int8_t*>(unit) + h));
+          } else {
+            q = hn::BitCast(di, UnpackUnit<kBits>(du, unit, h));
+          }
+          hn::StoreU(hn::Mul(hn::Add(hn::ConvertTo(df, q), zero), scale), df, dst + g0 + o);
+        });
   }
 }
 
@@ -174,13 +185,11 @@ HWY_INLINE void DecodeTurboValueRow(const uint8_t* HWY_RESTRICT codes,    // U8[
   constexpr auto kGroup = static_cast<size_t>(kv::kTurboGroup);
   for (size_t g0 = 0, gi = 0; g0 < D; g0 += kGroup, ++gi) {
     const auto scale = hn::Set(df, f16_to_f32(scales[gi]));
-    for (size_t c = g0; c < g0 + kGroup; c += kCodeUnit) {
-      const uint8_t* unit = codes + c * kBits / 8;
-      for (size_t h = 0; h < kCodeUnit; h += L) {
-        const auto y = LookupCentroids<kBits>(df, du, centroids, UnpackUnit<kBits>(du, unit, h));
-        hn::StoreU(hn::Mul(y, scale), df, dst + c + h);
-      }
-    }
+    ForEachVectorOfBlock<kBits>(
+        L, codes + g0 * kBits / 8, [&](const uint8_t* unit, size_t h, size_t o) {
+          const auto y = LookupCentroids<kBits>(df, du, centroids, UnpackUnit<kBits>(du, unit, h));
+          hn::StoreU(hn::Mul(y, scale), df, dst + g0 + o);
+        });
   }
 }
 
