@@ -23,6 +23,9 @@
 // values to their *rotated* reconstruction centroid[code]·scale: attention is linear in V, so the
 // accumulator holds the rotated output, which is un-rotated (signs ⊙ H(o)/√d) once per query
 // head at the end instead of once per key (deferred inverse rotation).
+//
+// Both decode with SIMD (backends/cpu/kv_decode-inl.h), 8 codes per step, to exactly the codec's
+// values.
 
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "backends/cpu/attention.cc"
@@ -36,10 +39,10 @@
 #include <hwy/cache_control.h>
 #include <hwy/contrib/math/math-inl.h>
 
+#include "backends/cpu/kv_decode-inl.h"
 #include "backends/cpu/simd-inl.h"
 
 #include <algorithm>
-#include <bit>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -142,32 +145,6 @@ struct DenseRows {
   }
 };
 
-// dst[i] = scale·code_i + bias of one (token, kv head) row of an affine cache. Codes are an
-// LSB-first bit stream; on a little-endian host, byte i holds 8-bit code i and 4-bit codes 2i
-// (low nibble) and 2i + 1 (high nibble).
-template <int kBits>
-HWY_INLINE void DequantizeRow(const uint32_t* HWY_RESTRICT codes,  // U32[D·kBits/32]
-                              const bf16_t* HWY_RESTRICT scales,   // BF16[D/group]
-                              const bf16_t* HWY_RESTRICT biases,   // BF16[D/group]
-                              size_t D, size_t group, float* HWY_RESTRICT dst) {  // F32[D]
-  static_assert(std::endian::native == std::endian::little, "affine KV assumes little-endian");
-  const auto* bytes = reinterpret_cast<const uint8_t*>(codes);
-  for (size_t g0 = 0, gi = 0; g0 < D; g0 += group, ++gi) {
-    const float sc = bf16_to_f32(scales[gi]), bi = bf16_to_f32(biases[gi]);
-    float* out = dst + g0;
-    if constexpr (kBits == 8) {
-      const uint8_t* q = bytes + g0;
-      for (size_t i = 0; i < group; ++i) out[i] = sc * static_cast<float>(q[i]) + bi;
-    } else {
-      const uint8_t* q = bytes + g0 / 2;
-      for (size_t i = 0; i < group / 2; ++i) {
-        out[2 * i] = sc * static_cast<float>(q[i] & 15u) + bi;
-        out[2 * i + 1] = sc * static_cast<float>(q[i] >> 4) + bi;
-      }
-    }
-  }
-}
-
 // K/V row (slot, kv head) of an affine cache, dequantized to f32.
 template <int kBits>
 struct AffineRows {
@@ -178,10 +155,10 @@ struct AffineRows {
   HWY_INLINE void Load(DF, size_t slot, size_t g, float* HWY_RESTRICT dk,
                        float* HWY_RESTRICT dv) const {
     const size_t row = slot * kv_heads + g, words = D * kBits / 32, groups = D / group;
-    DequantizeRow<kBits>(k + row * words, k_scales + row * groups, k_biases + row * groups, D,
-                         group, dk);
-    DequantizeRow<kBits>(v + row * words, v_scales + row * groups, v_biases + row * groups, D,
-                         group, dv);
+    DecodeAffineRow<kBits>(k + row * words, k_scales + row * groups, k_biases + row * groups, D,
+                           group, dk);
+    DecodeAffineRow<kBits>(v + row * words, v_scales + row * groups, v_biases + row * groups, D,
+                           group, dv);
   }
   HWY_INLINE void Prefetch(size_t slot, size_t g) const {
     const size_t row = slot * kv_heads + g, words = D * kBits / 32;
@@ -199,17 +176,22 @@ struct TurboRows {
   const uint8_t* k;
   const uint8_t* v;
   const f16_t *k_scales, *k_zeros, *v_scales;
+  const float* centroids;  // F32[256]: the value codebook, zero-padded (whole-vector reads)
   size_t kv_heads, D;
   int key_bits, value_bits;
   HWY_INLINE void Load(DF, size_t slot, size_t g, float* HWY_RESTRICT dk,
                        float* HWY_RESTRICT dv) const {
     const size_t row = slot * kv_heads + g, groups = D / kv::kTurboGroup;
-    const size_t kb = D * static_cast<size_t>(key_bits) / 8;
-    const size_t vb = D * static_cast<size_t>(value_bits) / 8;
-    const int d = static_cast<int>(D);
-    kv::turbo_key_dequantize(k + row * kb, k_scales + row * groups, k_zeros + row * groups, d,
-                             key_bits, dk);
-    kv::turbo_value_dequantize_rotated(v + row * vb, v_scales + row * groups, d, value_bits, dv);
+    WithTurboBits(key_bits, [&](auto bits) {
+      constexpr int kBits = decltype(bits)::value;
+      DecodeTurboKeyRow<kBits>(k + row * D * kBits / 8, k_scales + row * groups,
+                               k_zeros + row * groups, D, dk);
+    });
+    WithTurboBits(value_bits, [&](auto bits) {
+      constexpr int kBits = decltype(bits)::value;
+      DecodeTurboValueRow<kBits>(v + row * D * kBits / 8, v_scales + row * groups, centroids, D,
+                                 dv);
+    });
   }
   HWY_INLINE void Prefetch(size_t slot, size_t g) const {
     const size_t row = slot * kv_heads + g;
@@ -218,6 +200,7 @@ struct TurboRows {
     for (size_t b = 0; b < kb; b += 64) hwy::Prefetch(k + row * kb + b);
     for (size_t b = 0; b < vb; b += 64) hwy::Prefetch(v + row * vb + b);
     hwy::Prefetch(k_scales + row * (D / kv::kTurboGroup));
+    hwy::Prefetch(k_zeros + row * (D / kv::kTurboGroup));
     hwy::Prefetch(v_scales + row * (D / kv::kTurboGroup));
   }
 };
@@ -419,11 +402,15 @@ void AttentionTasksImpl(const AttentionArgs& a, size_t begin, size_t end) {
     for (size_t i = begin; i < end; ++i) Task(a, kv, s, a.tasks[i]);
   };
   if (a.value_bits > 0) {
+    HWY_ALIGN float centroids[256] = {};
+    const std::vector<float>& codebook = kv::lloyd_max_centroids(a.value_bits);
+    std::copy(codebook.begin(), codebook.end(), centroids);
     const TurboRows kv{static_cast<const uint8_t*>(a.k),
                        static_cast<const uint8_t*>(a.v),
                        a.k_scales,
                        a.k_biases,
                        a.v_scales,
+                       centroids,
                        a.kv_heads,
                        a.D,
                        a.bits,
@@ -457,6 +444,8 @@ HWY_EXPORT(AttentionTasksImpl);
 void attention(const Tensor& q, const ops::KvLayerView& kv, const ops::AttentionRows& rows,
                const ops::AttentionParams& params, Tensor& out) {
   const int kv_heads = kv.kv_heads();
+  // The SIMD decoders are instantiated per width; an unknown width must not reach them.
+  if (kv.value_bits > 0) kv::validate_turbo(kv.bits, kv.value_bits, kv.head_dim());
   // Tasks: each row's queries in blocks of kQueryBlock, times the kv heads.
   std::vector<AttentionTask> tasks;
   for (int32_t r = 0; r < rows.num_rows; ++r) {
