@@ -62,15 +62,17 @@ AttentionParams params_for(const Config& c) {
   return p;
 }
 
-// Prefill rows with 16-bit K/V, head_dim 64 or 128 and 1, 2, 4 or 8 query heads per KV head run
-// on tensor cores (device/attention_prefill.cuh): q·scale and the softmax weights are rounded to
-// the K/V dtype (unit roundoff u), so the score error gains u·scale·Σ|q·k| and the output
-// u·max|v| (Σ p̃·v / l with p̃ = p(1 + δ), |δ| ≤ u).
+// Rows on tensor cores round q·scale and the softmax weights to the K/V dtype (unit roundoff u):
+// the score error gains u·scale·Σ|q·k| and the output u·max|v| (Σ p̃·v / l with p̃ = p(1 + δ),
+// |δ| ≤ u). Prefill rows (device/attention_prefill.cuh): 16-bit K/V, head_dim 64 or 128, 1, 2, 4
+// or 8 query heads per KV head; decode rows (device/attention_decode_tc.cuh): 16-bit K/V,
+// head_dim 64, 128 or 256.
 double tensor_core_roundoff(const Config& c, int queries_in_row) {
   const int group = c.q_heads / c.kv_heads;
-  const bool tc = queries_in_row > 1 && (c.dtype == DType::BF16 || c.dtype == DType::F16) &&
-                  (c.head_dim == 64 || c.head_dim == 128) &&
-                  (group == 1 || group == 2 || group == 4 || group == 8);
+  if (c.dtype != DType::BF16 && c.dtype != DType::F16) return 0.0;
+  const bool tc = queries_in_row > 1 ? (c.head_dim == 64 || c.head_dim == 128) &&
+                                           (group == 1 || group == 2 || group == 4 || group == 8)
+                                     : c.head_dim == 64 || c.head_dim == 128 || c.head_dim == 256;
   if (!tc) return 0.0;
   return c.dtype == DType::BF16 ? std::ldexp(1.0, -8) : std::ldexp(1.0, -11);
 }
@@ -152,8 +154,9 @@ TEST(CudaAttention, MatchesReferenceAcrossShapes) {
     // Head dims of real models and odd ones (tails of the per-lane chunks).
     for (int D : {64, 128, 256, 5, 40, 96, 200}) {
       // (q_heads, kv_heads, block_tokens, window, softcap, sinks): MHA, GQA 2, 3, 4 and 8, MQA;
-      // full and sliding windows, with and without sinks; caps; block sizes 16, 5 and 1. GQA 3
-      // and odd head dims take the per-head decode kernel, the others the grouped one.
+      // full and sliding windows, with and without sinks; caps; block sizes 16, 5 and 1. 16-bit
+      // K/V with head dims 64/128/256 decode on tensor cores (GQA 16 = two head groups); f32 and
+      // odd head dims take the grouped CUDA-core kernel, or (GQA 3) the per-head one.
       const Config cs[] = {{dt, D, 4, 4, 16, 0, 0.0f},    {dt, D, 8, 2, 5, 0, 0.0f},
                            {dt, D, 8, 1, 16, 7, 0.0f},    {dt, D, 4, 4, 1, 50, 0.0f},
                            {dt, D, 2, 1, 16, 0, 30.0f},   {dt, D, 8, 2, 5, 32, 20.0f},
@@ -198,9 +201,11 @@ TEST(CudaAttention, BatchInvariant) {
   RINGLM_REQUIRE_GPU();
   std::vector<RowSpec> specs = kRows;
   specs.push_back({1, 9000});  // many decode parts
-  // The grouped decode kernel (GQA 4, 8 with sinks) and the per-head one (GQA 3).
+  // The tensor-core decode kernel (GQA 4; 8 with sinks; 16), the grouped CUDA-core one (f32)
+  // and the per-head one (GQA 3).
   for (const Config& c :
        {Config{DType::BF16, 128, 8, 2, 16, 0, 0.0f}, Config{DType::BF16, 64, 8, 1, 16, 40, 0.0f, 4},
+        Config{DType::F16, 256, 16, 1, 16, 0, 0.0f}, Config{DType::F32, 128, 8, 2, 16, 0, 0.0f},
         Config{DType::F16, 96, 6, 2, 16, 0, 0.0f}}) {
     SCOPED_TRACE(::testing::Message() << "D=" << c.head_dim << " qh=" << c.q_heads);
     const Problem p(c, specs, 11);

@@ -362,7 +362,7 @@ struct Problem {
     const int g = static_cast<int>(h) / (c.q_heads / c.kv_heads);
     const int D = c.head_dim, bt = c.block_tokens;
     const float* qv = q.p<float>() + (t * c.q_heads + h) * D;
-    double max_dot_err = 0, max_score = 0, max_v = 0, max_rot = 0;
+    double max_dot_err = 0, max_score = 0, max_v = 0, max_rot = 0, max_mag = 0;
     for (int j = lo; j <= pos; ++j) {
       const int64_t slot =
           int64_t{L.block_table[static_cast<size_t>(r) * L.max_blocks + j / bt]} * bt + j % bt;
@@ -377,12 +377,20 @@ struct Problem {
         max_rot = std::max(max_rot, double{std::fabs(values[i])});
       }
       max_dot_err = std::max(max_dot_err, (D + 3) * kEps * mag * params.scale);
+      max_mag = std::max(max_mag, mag);
       max_score = std::max(max_score, std::fabs(dot * params.scale));
     }
     const int keys_seen = pos - lo + 1;
-    const double delta = max_dot_err + 4 * kEps * max_score + 2 * kEps;
+    double delta = max_dot_err + 4 * kEps * max_score + 2 * kEps;
+    // Decode rows on tensor cores (head_dim 64/128/256) round q, K, V and the weights to bf16
+    // (u = 2^-8): scores move by ≤ 2u·scale·Σ|q·k|, the accumulated output by ≤ 2u·max|v|
+    // (TurboQuant: in the rotated domain, ≤ √D times that after un-rotation).
+    const bool tensor_cores = n == 1 && (D == 64 || D == 128 || D == 256);
+    const double u = tensor_cores ? std::ldexp(1.0, -8) : 0.0;
+    delta += 2 * u * max_mag * params.scale;
     double bound =
         2 * max_v * (std::expm1(2 * delta) + 2 * (keys_seen + keys_seen / 32 + 3) * 2 * kEps);
+    bound += 2 * u * (f.turbo() ? std::sqrt(D) * max_rot : max_v);
     if (f.turbo()) bound += 2 * (std::log2(D) + 2) * kEps * std::sqrt(D) * max_rot;
     return 2 * bound + 1e-30;
   }

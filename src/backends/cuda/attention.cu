@@ -13,10 +13,11 @@
 // - rows with several queries (prefill chunks): one block per (token, head) over all its keys;
 //   out = acc / l.
 // - rows with one query (decode): split-K (flash decoding) over parts of decode_split(count)
-//   visible keys. Usual shapes go to the GQA-grouped kernel (device/attention_decode.cuh: one
-//   block per (row, kv head, part) for all the kv head's query heads); others to
-//   attention_split_kernel here (one block per (row, head, part)). Both leave (m, l, acc) per
-//   part and device::grouped_decode_merge_kernel merges the parts in order.
+//   visible keys. 16-bit and quantized K/V with head_dim 64/128/256 go to the tensor-core kernel
+//   (device/attention_decode_tc.cuh), other usual shapes to the GQA-grouped CUDA-core kernel
+//   (device/attention_decode.cuh: one block per (row, kv head, part) for all the kv head's query
+//   heads), the rest to attention_split_kernel here (one block per (row, head, part)). Both leave
+//   (m, l, acc) per part and device::grouped_decode_merge_kernel merges the parts in order.
 // Each query's output is a fixed sequence of operations on its own position, window and keys,
 // whatever else is in the step: a row's bits are the same alone or batched.
 #include <algorithm>
@@ -26,6 +27,7 @@
 #include "backends/cuda/cuda_ops.h"
 #include "backends/cuda/device/attention_common.cuh"
 #include "backends/cuda/device/attention_decode.cuh"
+#include "backends/cuda/device/attention_decode_tc.cuh"
 #include "backends/cuda/device/attention_prefill.cuh"
 #include "backends/cuda/device/common.cuh"
 #include "backends/cuda/device/kv_readers.cuh"
@@ -223,6 +225,13 @@ void launch(const AttnArgs& args, const Kv& kv, const RowsSummary& summary, int6
   if (summary.other_rows > 0 || !args.split_decode)
     launch_multi_query<Kv, kChunks>(args, kv, T, stream);
   if (!args.split_decode || summary.decode_rows == 0) return;
+  if constexpr (device::tc_decode_reader<Kv>()) {
+    if (device::decode_tc_supported(args.head_dim)) {
+      device::launch_decode_tc(args, kv, stream);
+      device::launch_decode_merge(args, stream);
+      return;
+    }
+  }
   if (device::grouped_decode_supported(args.head_dim, args.q_heads / args.kv_heads)) {
     device::launch_grouped_decode(args, kv, stream);
     return;
@@ -231,9 +240,7 @@ void launch(const AttnArgs& args, const Kv& kv, const RowsSummary& summary, int6
                   static_cast<unsigned>(args.max_parts));
   attention_split_kernel<Kv, kChunks><<<grid, kThreadsPerBlock, 0, stream>>>(args, kv);
   check_launch("attention_split_kernel");
-  device::grouped_decode_merge_kernel<<<static_cast<unsigned>(args.num_rows * args.q_heads),
-                                        kThreadsPerBlock, 0, stream>>>(args);
-  check_launch("grouped_decode_merge_kernel");
+  device::launch_decode_merge(args, stream);
 }
 
 template <typename Kv>

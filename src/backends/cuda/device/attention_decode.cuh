@@ -247,6 +247,13 @@ __global__ void __launch_bounds__(kDecodeThreads) grouped_decode_merge_kernel(co
   }
 }
 
+// Merges every decode row's parts (args.part_ml/part_acc) into out.
+inline void launch_decode_merge(const AttnArgs& args, cudaStream_t stream) {
+  grouped_decode_merge_kernel<<<static_cast<unsigned>(args.num_rows * args.q_heads), kDecodeThreads,
+                                0, stream>>>(args);
+  check_launch("grouped_decode_merge_kernel");
+}
+
 template <typename Kv, int kLanes>
 void launch_grouped_decode_lanes(const AttnArgs& args, const Kv& kv, cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>(args.num_rows * args.kv_heads),
@@ -282,9 +289,7 @@ void launch_grouped_decode(const AttnArgs& args, const Kv& kv, cudaStream_t stre
     launch_grouped_decode_lanes<Kv, 32>(args, kv, stream);
   }
   check_launch("grouped_decode_kernel");
-  grouped_decode_merge_kernel<<<static_cast<unsigned>(args.num_rows * args.q_heads), kDecodeThreads,
-                                0, stream>>>(args);
-  check_launch("grouped_decode_merge_kernel");
+  launch_decode_merge(args, stream);
 }
 
 }  // namespace ringlm::cuda::device
