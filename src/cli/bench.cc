@@ -116,7 +116,12 @@ DecodeResult decode_at_context(engine::Runner& runner, const models::Model& mode
       RINGLM_USER_CHECK(cache.reserve(seq, shape.context + shape.gen + 1),
                         "--kv-memory is too small for ", shape.batch, " rows of ",
                         shape.context + shape.gen + 1, " tokens");
-      RINGLM_CHECK(cache.append(seq, shape.context), "append of the synthetic context failed");
+      // In steps of at most max_step_tokens, as a chunked prefill writes it: sliding groups keep
+      // only their window (plus one step) at any time.
+      const int64_t step_tokens = cache.config().max_step_tokens;
+      for (int64_t done = 0; done < shape.context; done += step_tokens)
+        RINGLM_CHECK(cache.append(seq, std::min(step_tokens, shape.context - done)),
+                     "append of the synthetic context failed");
       seqs.push_back(seq);
       next.push_back(token(rng));
     }

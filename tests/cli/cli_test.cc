@@ -12,6 +12,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include <nlohmann/json.hpp>
+
 #include "cli/cli_util.h"
 #include "models/golden_util.h"
 
@@ -115,6 +117,24 @@ TEST(Cli, UnknownModelTypeListsTheSupportedOnes) {
   EXPECT_NE(out.output.find("gemma2, gemma3_text, llama, mistral, qwen2, qwen3"), std::string::npos)
       << out.output;
   std::filesystem::remove_all(dir);
+}
+
+// `bench --context` writes each row's synthetic context in steps, as a chunked prefill does: the
+// sliding layers hold their window per row, not the whole context, so rows fit as long as the
+// sliding pools' per-row promise (window + one step) does. The gemma3 fixture: 4 sliding layers
+// (window 16) and 2 full ones; at this budget the 8 rows of 900 tokens fit only bounded.
+constexpr int kBenchKvMiB = 24;
+TEST(Cli, BenchAtContextKeepsSlidingLayersBounded) {
+  const Outcome out = run("bench --model " + testing::fixture_model_dir("gemma3") +
+                              " --context 900 --batch 8 --gen 2 --repeat 1 --kv-memory " +
+                              std::to_string(kBenchKvMiB) + " --json",
+                          "", /*stdout_only=*/true);
+  ASSERT_EQ(out.exit_code, 0) << out.output;
+  const auto result = nlohmann::json::parse(out.output.substr(out.output.find('{')));
+  EXPECT_EQ(result.at("batch").get<int>(), 8);
+  EXPECT_GT(result.at("decode_tok_s").get<double>(), 0.0);
+  EXPECT_LT(result.at("kv_resident_bytes").get<double>(),
+            result.at("kv_full_attention_bytes").get<double>() / 2);
 }
 
 TEST(Cli, BadInputGivesAClearError) {

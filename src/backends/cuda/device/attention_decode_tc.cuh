@@ -3,9 +3,9 @@
 // mma (padded to 16), so each K/V tile is read once for all of them.
 //
 // Each warp walks its own 16-key tiles of the part (tiles warp, warp + 4, ...). A tile's K and V
-// rows land in the warp's shared-memory stage as 16-bit values: 16-bit dense formats by cp.async
-// two tiles ahead of use, quantized formats decoded by their reader (device/kv_readers.cuh) and
-// rounded to bf16. Per tile:
+// rows land in the warp's shared-memory stage as 16-bit values through a tile source
+// (device/decode_tiles.cuh: cp.async for 16-bit dense formats, an f16x2 decoder for TurboQuant
+// k8v3, the format's reader rounded to bf16 otherwise), fetched one tile ahead. Per tile:
 //   S = Q·Kᵀ  (16 heads × 16 keys; Q = q·scale·log2(e) rounded to the tile dtype),
 //   P = 2^(S − m) with m moved only when a score passes it by kRescaleLog2 (lazy rescaling),
 //   Oᵀ += Vᵀ·Pᵀ (dims × 8 heads; V through ldmatrix.trans, P rounded to the tile dtype).
@@ -24,15 +24,14 @@
 
 #include "backends/cuda/device/attention_common.cuh"
 #include "backends/cuda/device/common.cuh"
+#include "backends/cuda/device/decode_tiles.cuh"
 #include "backends/cuda/device/kv_load.cuh"
 #include "backends/cuda/device/mma.cuh"
 
 namespace ringlm::cuda::device {
 
 constexpr int kTcDecodeWarps = 4, kTcDecodeThreads = 32 * kTcDecodeWarps;
-constexpr int kTcKeys = 16;   // keys per tile
-constexpr int kTcStages = 2;  // tiles in shared memory per warp
-constexpr int kTcHeads = 8;   // query heads per block (the mma's N of Oᵀ)
+constexpr int kTcHeads = 8;  // query heads per block (the mma's N of Oᵀ)
 constexpr float kTcRescaleLog2 = 8.0f;
 
 // Head dims this kernel serves (any GQA ratio; formats: tc_decode_reader).
@@ -51,77 +50,22 @@ constexpr bool tc_decode_reader() {
   }
 }
 
-// The tile dtype: the K/V dtype for dense formats, bf16 for quantized ones.
-template <typename Kv>
-struct TcTileType {
-  using type = __nv_bfloat16;
-};
-template <typename Kv>
-requires requires {
-  typename Kv::Element;
-}
-struct TcTileType<Kv> {
-  using type = typename Kv::Element;
-};
-
-template <typename T, int kD>
-struct TcTile {
-  static constexpr int kStride = kD + 8;  // padded rows: conflict-free ldmatrix
-  T k[kTcKeys][kStride];
-  T v[kTcKeys][kStride];
-};
-
 template <int kD>
 struct TcPartials {
   float m[kTcDecodeWarps][kTcHeads], l[kTcDecodeWarps][kTcHeads];
   float acc[kTcDecodeWarps][kTcHeads][kD];
 };
 
-template <typename T, int kD>
+template <typename Source, int kD>
 constexpr size_t tc_decode_smem_bytes() {
-  const size_t tiles = sizeof(TcTile<T, kD>) * kTcStages * kTcDecodeWarps;
+  const size_t tiles = sizeof(TcTile<typename Source::T, kD>) * Source::kStages * kTcDecodeWarps;
   return tiles > sizeof(TcPartials<kD>) ? tiles : sizeof(TcPartials<kD>);
 }
 
-// Fills a tile's K and V rows. my_row: lane j (mod 16) holds key j's (slot · kv_heads + kv head),
-// or -1 past the part's end (zeros are written).
-template <typename Kv, int kD>
-__device__ __forceinline__ void fill_tile(const Kv& kv,
-                                          TcTile<typename TcTileType<Kv>::type, kD>& t, int my_row,
-                                          int lane) {
-  using T = typename TcTileType<Kv>::type;
-  constexpr int kChunks = kD / 8;  // 8 dims (16 bytes of tile) per chunk
-  constexpr int kRowsPerPass = 32 / kChunks;
-  const int chunk = lane % kChunks, d0 = 8 * chunk;
-#pragma unroll
-  for (int j = 0; j < kTcKeys / kRowsPerPass; ++j) {
-    const int key = j * kRowsPerPass + lane / kChunks;
-    const int row = __shfl_sync(kFullMask, my_row, key);
-    const bool valid = row >= 0;
-    if constexpr (requires { typename Kv::Element; }) {
-      const int64_t off = static_cast<int64_t>(valid ? row : 0) * kD + d0;
-      cp_async16(&t.k[key][d0], kv.k + off, valid);
-      cp_async16(&t.v[key][d0], kv.v + off, valid);
-    } else {
-      float kx[8] = {}, vx[8] = {};
-      if (valid) {
-        kv.template key<8>(row, d0, kx);
-        kv.template value<8>(row, d0, vx);
-      }
-      *reinterpret_cast<uint4*>(&t.k[key][d0]) =
-          make_uint4(pack2<T>(kx[0], kx[1]), pack2<T>(kx[2], kx[3]), pack2<T>(kx[4], kx[5]),
-                     pack2<T>(kx[6], kx[7]));
-      *reinterpret_cast<uint4*>(&t.v[key][d0]) =
-          make_uint4(pack2<T>(vx[0], vx[1]), pack2<T>(vx[2], vx[3]), pack2<T>(vx[4], vx[5]),
-                     pack2<T>(vx[6], vx[7]));
-    }
-  }
-}
-
-template <typename Kv, int kD>
-__global__ void __launch_bounds__(kTcDecodeThreads)
-    decode_tc_kernel(const AttnArgs a, const Kv kv) {
-  using T = typename TcTileType<Kv>::type;
+template <typename Source, int kD>
+__global__ void __launch_bounds__(kTcDecodeThreads, Source::kMinBlocks)
+    decode_tc_kernel(const AttnArgs a, const Source src) {
+  using T = typename Source::T;
   constexpr int kSteps = kD / 16;  // k-steps of Q·Kᵀ, m-tiles of Oᵀ
   extern __shared__ __align__(16) unsigned char smem[];
   const int G = a.q_heads / a.kv_heads, head_groups = (G + kTcHeads - 1) / kTcHeads;
@@ -167,34 +111,24 @@ __global__ void __launch_bounds__(kTcDecodeThreads)
   for (int i = 0; i < kSteps; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
   float m = -INFINITY, l = 0.0f;
 
-  auto* stages = reinterpret_cast<TcTile<T, kD>*>(smem) + warp * kTcStages;
   const int32_t* table = a.block_table + static_cast<int64_t>(r) * a.max_blocks;
   const int tile_stride = kTcDecodeWarps * kTcKeys;
   const int warp_first = first + warp * kTcKeys;
   const int tiles = warp_first < last ? (last - warp_first + tile_stride - 1) / tile_stride : 0;
-  auto load = [&](int t) {
+  // Key (lane mod 16) of this warp's tile t: its row, or -1 past the part's end.
+  auto row_of = [&](int t) {
     const int i = warp_first + t * tile_stride + (lane & (kTcKeys - 1));
-    int row = -1;
-    if (i < last) {
-      const int p = keys.position(i);
-      const int64_t slot =
-          static_cast<int64_t>(table[p / a.block_tokens]) * a.block_tokens + p % a.block_tokens;
-      row = static_cast<int>(slot * a.kv_heads + kvh);
-    }
-    fill_tile<Kv, kD>(kv, stages[t % kTcStages], row, lane);
+    if (i >= last) return -1;
+    const int p = keys.position(i);
+    const int64_t slot =
+        static_cast<int64_t>(table[p / a.block_tokens]) * a.block_tokens + p % a.block_tokens;
+    return static_cast<int>(slot * a.kv_heads + kvh);
   };
 
   const int mi = lane >> 3, mj = lane & 7;  // ldmatrix: the matrix and row this lane addresses
-  if (tiles > 0) load(0);
-  cp_async_commit();
-  for (int t = 0; t < tiles; ++t) {
-    if (t + 1 < tiles) load(t + 1);
-    cp_async_commit();
-    cp_async_wait<1>();  // tile t has landed (this lane's copies) ...
-    __syncwarp();        // ... and every lane's
-    const TcTile<T, kD>& tile = stages[t % kTcStages];
+  // One tile of the online softmax: S = Q·Kᵀ, P, Oᵀ += Vᵀ·Pᵀ (tile t of this warp, in `tile`).
+  auto consume = [&](const TcTile<T, kD>& tile, int t) {
     const int i0 = warp_first + t * tile_stride;
-
     // S = Q·Kᵀ, two n-tiles of 8 keys: s[n][0], s[n][1] = head g, keys 8n + 2c, 8n + 2c + 1.
     float s[2][4];
 #pragma unroll
@@ -254,9 +188,46 @@ __global__ void __launch_bounds__(kTcDecodeThreads)
       ldmatrix_x4_trans(av, &tile.v[8 * (mi >> 1) + mj][16 * i + 8 * (mi & 1)]);
       mma16816<T>(o[i], av, b0, b1);
     }
-    __syncwarp();  // every lane is done with this stage before it is refilled
+  };
+
+  TcTile<T, kD>* stages = reinterpret_cast<TcTile<T, kD>*>(smem) + warp * Source::kStages;
+  if constexpr (Source::kStages == 2) {
+    // cp.async sources: tile t + 1 is in flight into the other stage while tile t is consumed;
+    // the block-table lookups run one tile further ahead.
+    int row_next = row_of(1);
+    if (tiles > 0) src.fetch(row_of(0), lane, stages[0]);
+    cp_async_commit();
+    for (int t = 0; t < tiles; ++t) {
+      if (t + 1 < tiles) src.fetch(row_next, lane, stages[(t + 1) % 2]);
+      row_next = row_of(t + 2);
+      cp_async_commit();
+      cp_async_wait<1>();  // tile t has landed (this lane's copies) ...
+      __syncwarp();        // ... and every lane's
+      consume(stages[t % 2], t);
+      __syncwarp();  // every lane is done with this stage before it is refilled
+    }
+    cp_async_wait<0>();
+  } else {
+    // Register sources, one stage: tiles t + 1 and t + 2 are in flight (in registers) while
+    // tile t is decoded into the stage and consumed; table lookups run a tile further ahead.
+    using Raw = typename Source::Raw;
+    Raw raw0{}, raw1{};
+    if (tiles > 0) raw0 = src.fetch(row_of(0), lane, stages[0]);
+    if (tiles > 1) raw1 = src.fetch(row_of(1), lane, stages[0]);
+    int row_next = row_of(2);
+    auto step = [&](Raw& raw, int t) {
+      src.store(raw, stages[0], lane);
+      if (t + 2 < tiles) raw = src.fetch(row_next, lane, stages[0]);
+      row_next = row_of(t + 3);
+      __syncwarp();
+      consume(stages[0], t);
+      __syncwarp();
+    };
+    for (int t = 0; t < tiles; t += 2) {
+      step(raw0, t);
+      if (t + 1 < tiles) step(raw1, t + 1);
+    }
   }
-  cp_async_wait<0>();
   l += __shfl_xor_sync(kFullMask, l, 1);
   l += __shfl_xor_sync(kFullMask, l, 2);
 
@@ -298,12 +269,11 @@ __global__ void __launch_bounds__(kTcDecodeThreads)
   }
 }
 
-template <typename Kv, int kD>
-void launch_decode_tc_dim(const AttnArgs& args, const Kv& kv, cudaStream_t stream) {
-  using T = typename TcTileType<Kv>::type;
-  constexpr size_t kSmem = tc_decode_smem_bytes<T, kD>();
+template <typename Source, int kD>
+void launch_decode_tc_with(const AttnArgs& args, const Source& source, cudaStream_t stream) {
+  constexpr size_t kSmem = tc_decode_smem_bytes<Source, kD>();
   static const bool configured = [] {
-    RINGLM_CUDA_CHECK(cudaFuncSetAttribute(decode_tc_kernel<Kv, kD>,
+    RINGLM_CUDA_CHECK(cudaFuncSetAttribute(decode_tc_kernel<Source, kD>,
                                            cudaFuncAttributeMaxDynamicSharedMemorySize,
                                            static_cast<int>(kSmem)));
     return true;
@@ -313,8 +283,22 @@ void launch_decode_tc_dim(const AttnArgs& args, const Kv& kv, cudaStream_t strea
   const int head_groups = (group + kTcHeads - 1) / kTcHeads;
   const dim3 grid(static_cast<unsigned>(args.num_rows * args.kv_heads * head_groups),
                   static_cast<unsigned>(args.max_parts));
-  decode_tc_kernel<Kv, kD><<<grid, kTcDecodeThreads, kSmem, stream>>>(args, kv);
+  decode_tc_kernel<Source, kD><<<grid, kTcDecodeThreads, kSmem, stream>>>(args, source);
   check_launch("decode_tc_kernel");
+}
+
+template <typename Kv, int kD>
+void launch_decode_tc_dim(const AttnArgs& args, const Kv& kv, cudaStream_t stream) {
+  using Source = typename TileSourceFor<Kv, kD>::type;
+  if constexpr (std::is_same_v<Source, TurboK8V3Tiles<kD>>) {
+    // The f16x2 decoder reads key codes with 16-byte loads; planes at other offsets keep the
+    // reader.
+    if (reinterpret_cast<uintptr_t>(kv.k) % 16 != 0) {
+      launch_decode_tc_with<ReaderTiles<Kv, kD>, kD>(args, ReaderTiles<Kv, kD>{kv}, stream);
+      return;
+    }
+  }
+  launch_decode_tc_with<Source, kD>(args, make_tile_source<Kv, kD>(kv), stream);
 }
 
 // The decode rows of a step (decode_tc_supported(head_dim) and tc_decode_reader<Kv>() must hold;
