@@ -5,7 +5,7 @@
 // Each warp walks its own 16-key tiles of the part (tiles warp, warp + 4, ...). A tile's K and V
 // rows land in the warp's shared-memory stage as 16-bit values through a tile source
 // (device/decode_tiles.cuh: cp.async for 16-bit dense formats, an f16x2 decoder for TurboQuant
-// k8v3, the format's reader rounded to bf16 otherwise), fetched one tile ahead. Per tile:
+// k8v3, the format's reader rounded to bf16 otherwise), fetched ahead of use. Per tile:
 //   S = Q·Kᵀ  (16 heads × 16 keys; Q = q·scale·log2(e) rounded to the tile dtype),
 //   P = 2^(S − m) with m moved only when a score passes it by kRescaleLog2 (lazy rescaling),
 //   Oᵀ += Vᵀ·Pᵀ (dims × 8 heads; V through ldmatrix.trans, P rounded to the tile dtype).
