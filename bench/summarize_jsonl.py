@@ -9,6 +9,9 @@ import sys
 
 
 def describe(row):
+    if row.get("engine") == "transformers":
+        return (f"transformers {row['transformers']} (torch {row['torch']}, {row['mode']}) "
+                f"B={row['batch']}: decode {row['decode_tok_s']:.1f} tok/s")
     model = os.path.basename(row.get("model", ""))
     if "context" in row:
         return (f"{model} kv={row['kv_format']} ctx={row['context']} B={row['batch']}: "
