@@ -25,6 +25,8 @@ set(CMAKE_CUDA_EXTENSIONS OFF)
 set(RINGLM_CUDA_GENCODE
     "-gencode=arch=compute_90a,code=sm_90a"
     "-gencode=arch=compute_90,code=compute_90")
+# --threads=0: nvcc compiles the two targets of a .cu file in parallel (attention.cu: 93 s -> 62 s
+# on 2 cores).
 # nvcc's own warnings and the host compiler's on the host side of .cu files are errors.
 # (-Wpedantic/-Wshadow/-Wconversion are left to the .cc files: nvcc's generated host code trips them.)
 set(RINGLM_CUDA_WARNINGS --Werror=all-warnings -Xcompiler=-Wall,-Wextra,-Werror)
@@ -34,7 +36,8 @@ file(GLOB RINGLM_CUDA_SOURCES CONFIGURE_DEPENDS
 add_library(ringlm_cuda STATIC ${RINGLM_CUDA_SOURCES})
 target_compile_options(ringlm_cuda PRIVATE
   $<$<COMPILE_LANGUAGE:CXX>:${RINGLM_WARNINGS}>
-  $<$<COMPILE_LANGUAGE:CUDA>:${RINGLM_CUDA_GENCODE} ${RINGLM_CUDA_WARNINGS} --expt-relaxed-constexpr>)
+  $<$<COMPILE_LANGUAGE:CUDA>:${RINGLM_CUDA_GENCODE} ${RINGLM_CUDA_WARNINGS} --expt-relaxed-constexpr
+  --threads=0>)
 # The static runtime: the binary runs wherever the driver is (the cuBLAS libraries stay shared).
 target_link_libraries(ringlm_cuda PUBLIC ringlm_lib CUDA::cudart_static CUDA::cublas CUDA::cublasLt)
 
