@@ -77,17 +77,22 @@ class GemmaModel final : public Model {
     attention.attention.scale = attention_scale_;
     attention.attention.softcap = static_cast<float>(config_.attn_logit_softcapping);
     attention.qk_norm = norm_;
+    // Each residual add is fused with the norm after it (add_rms_norm); the last layer's add
+    // stays alone (lm_head normalizes only the rows it needs).
+    ops::rms_norm(b.x, layers_.front().input_norm, norm_, b.h);
     for (size_t l = 0; l < layers_.size(); ++l) {
       const GemmaLayer& layer = layers_[l];
       attention.rope = layer.sliding ? &local_rope_ : &global_rope_;
-      ops::rms_norm(b.x, layer.input_norm, norm_, b.h);
       attention_block(layer.attention, attention, static_cast<int>(l), plan, cache, b, b.h, b.h);
       ops::rms_norm(b.h, layer.post_attention_norm, norm_, b.h);
-      ops::add_inplace(b.x, b.h);
-      ops::rms_norm(b.x, layer.pre_feedforward_norm, norm_, b.h);
+      ops::add_rms_norm(b.x, b.h, layer.pre_feedforward_norm, norm_, b.h);
       mlp_block(layer.mlp, activation_, b, b.h, b.h);
       ops::rms_norm(b.h, layer.post_feedforward_norm, norm_, b.h);
-      ops::add_inplace(b.x, b.h);
+      if (l + 1 < layers_.size()) {
+        ops::add_rms_norm(b.x, b.h, layers_[l + 1].input_norm, norm_, b.h);
+      } else {
+        ops::add_inplace(b.x, b.h);
+      }
     }
     lm_head(b.x, final_norm_, lm_head_,
             {norm_, static_cast<float>(config_.final_logit_softcapping)}, plan, arena, logits);

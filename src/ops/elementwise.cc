@@ -63,6 +63,34 @@ void rms_norm(const Tensor& x, const Tensor& weight, const RmsNormConfig& config
   cpu::rms_norm(x, weight, config, out);
 }
 
+void add_rms_norm(Tensor& x, const Tensor& residual, const Tensor& weight,
+                  const RmsNormConfig& config, Tensor& out) {
+  [[maybe_unused]] const Device dev =
+      detail::device_of("add_rms_norm", {&x, &residual, &weight, &out});
+  check_f32_matrix(x, "add_rms_norm x");
+  check_f32_matrix(residual, "add_rms_norm residual");
+  check_shape(residual, {x.shape[0], x.shape[1]}, "add_rms_norm residual");
+  detail::check_same_or_disjoint(residual, x, "add_rms_norm residual");
+  // rms_norm's checks, before anything is written.
+  detail::check_float_storage(weight, "add_rms_norm weight");
+  check_shape(weight, {x.shape[1]}, "add_rms_norm weight");
+  detail::check_contiguous(weight, "add_rms_norm weight");
+  check_f32_matrix(out, "add_rms_norm out");
+  check_shape(out, {x.shape[0], x.shape[1]}, "add_rms_norm out");
+  detail::check_same_or_disjoint(out, x, "add_rms_norm out");
+  detail::check_same_or_disjoint(out, residual, "add_rms_norm out");
+  RINGLM_CHECK(config.eps >= 0.0f && std::isfinite(config.eps), "add_rms_norm: eps ", config.eps,
+               " must be finite and >= 0");
+  RINGLM_CHECK(x.shape[1] > 0 || x.shape[0] == 0, "add_rms_norm: empty rows");
+#ifdef RINGLM_HAS_CUDA
+  if (dev == Device::CUDA) {
+    cuda::add_inplace(x, residual);
+    return cuda::rms_norm(x, weight, config, out);
+  }
+#endif
+  cpu::add_rms_norm(x, residual, weight, config, out);
+}
+
 void add_inplace(Tensor& x, const Tensor& y) {
   [[maybe_unused]] const Device dev = detail::device_of("add_inplace", {&x, &y});
   check_f32_matrix(x, "add_inplace x");

@@ -43,6 +43,13 @@ void rms_norm(const Tensor& x,                            // F32[M, H]
               const Tensor& weight,                       // F32|BF16|F16[H]
               const RmsNormConfig& config, Tensor& out);  // F32[M, H]
 
+// x += residual, then out = rms_norm(x): the two ops at a pre-norm block boundary, bit for bit
+// add_inplace then rms_norm, in one pass over each row. out may alias x or residual.
+void add_rms_norm(Tensor& x,                                  // F32[M, H]
+                  const Tensor& residual,                     // F32[M, H]
+                  const Tensor& weight,                       // F32|BF16|F16[H]
+                  const RmsNormConfig& config, Tensor& out);  // F32[M, H]
+
 // x += y, elementwise (y may be x itself).
 void add_inplace(Tensor& x,         // F32[M, H]
                  const Tensor& y);  // F32[M, H]

@@ -1,4 +1,5 @@
-// Row-wise ops vs the scalar references on every SIMD target: embedding, rms_norm, add_inplace,
+// Row-wise ops vs the scalar references on every SIMD target: embedding, rms_norm, add_inplace
+// (and add_rms_norm against the two),
 // gated activations, softmax, argmax, softcap. Odd row lengths exercise the vector tails.
 #include <gtest/gtest.h>
 
@@ -67,6 +68,55 @@ TEST(RmsNorm, MatchesReference) {
             Owned inplace = copy_of(x, {M, H});
             rms_norm(inplace.t(), w.t(), cfg, inplace.t());
             ASSERT_TRUE(testing::bitwise_equal(inplace.t(), out.t()));
+          }
+        }
+      }
+    }
+  });
+}
+
+// add_rms_norm = add_inplace then rms_norm, bit for bit: out separate, out aliasing the residual
+// (the decoder's use), out aliasing x, and x rows strided inside a wider buffer.
+TEST(AddRmsNorm, EqualsAddThenNormBitwise) {
+  for_each_simd_target([](const std::string&) {
+    for (DType wt : {DType::F32, DType::BF16}) {
+      for (bool unit_offset : {false, true}) {
+        for (int64_t H : kRowLengths) {
+          for (int64_t M : kRowCounts) {
+            SCOPED_TRACE(::testing::Message() << testing::dtype_label(wt) << " H=" << H
+                                              << " M=" << M << " unit_offset=" << unit_offset);
+            Owned x(DType::F32, {M, H}), r(DType::F32, {M, H}), w(wt, {H});
+            testing::fill_uniform(x, 31, -3.0f, 3.0f);
+            testing::fill_uniform(r, 32, -3.0f, 3.0f);
+            testing::fill_uniform(w, 33);
+            const RmsNormConfig cfg{1e-5f, unit_offset};
+            Owned want_x = copy_of(x, {M, H}), want(DType::F32, {M, H});
+            add_inplace(want_x.t(), r.t());
+            rms_norm(want_x.t(), w.t(), cfg, want.t());
+
+            Owned got_x = copy_of(x, {M, H}), got(DType::F32, {M, H});
+            add_rms_norm(got_x.t(), r.t(), w.t(), cfg, got.t());
+            ASSERT_TRUE(testing::bitwise_equal(got_x.t(), want_x.t()));
+            ASSERT_TRUE(testing::bitwise_equal(got.t(), want.t()));
+
+            Owned alias_x = copy_of(x, {M, H}), alias_r = copy_of(r, {M, H});
+            add_rms_norm(alias_x.t(), alias_r.t(), w.t(), cfg, alias_r.t());  // out = residual
+            ASSERT_TRUE(testing::bitwise_equal(alias_x.t(), want_x.t()));
+            ASSERT_TRUE(testing::bitwise_equal(alias_r.t(), want.t()));
+
+            Owned inplace = copy_of(x, {M, H});
+            add_rms_norm(inplace.t(), r.t(), w.t(), cfg, inplace.t());  // out = x
+            ASSERT_TRUE(testing::bitwise_equal(inplace.t(), want.t()));
+
+            // x as rows of width H inside a [M, H + 5] buffer.
+            Owned wide(DType::F32, {M, H + 5});
+            for (int64_t m = 0; m < M; ++m)
+              for (int64_t h = 0; h < H; ++h) wide.set(m * (H + 5) + h, x.f(m * H + h));
+            Tensor rows = wide.t();
+            rows.shape[1] = H;  // rows H + 5 apart
+            Owned strided_out(DType::F32, {M, H});
+            add_rms_norm(rows, r.t(), w.t(), cfg, strided_out.t());
+            ASSERT_TRUE(testing::bitwise_equal(strided_out.t(), want.t()));
           }
         }
       }

@@ -1,6 +1,8 @@
 // Bad arguments to ops give a ringlm::Error that names the op and the problem, never a crash.
 #include <gtest/gtest.h>
 
+#include <cstring>
+
 #include <string>
 #include <vector>
 
@@ -60,6 +62,15 @@ TEST(OpErrors, EmbeddingAndNorms) {
   expect_error([&] { rms_norm(x.t(), w_bad.t(), RmsNormConfig{}, x.t()); }, {"rms_norm weight"});
   Owned y_bad(DType::F32, {3, 5});
   expect_error([&] { add_inplace(x.t(), y_bad.t()); }, {"add_inplace y"});
+  // add_rms_norm checks everything before it writes: x keeps its bits on a bad weight.
+  Owned r(DType::F32, {3, 6}), x_before(DType::F32, {3, 6});
+  testing::fill_uniform(x, 5);
+  std::memcpy(x_before.t().data, x.t().data, x.t().nbytes());
+  expect_error([&] { add_rms_norm(x.t(), y_bad.t(), w_bad.t(), RmsNormConfig{}, r.t()); },
+               {"add_rms_norm residual"});
+  expect_error([&] { add_rms_norm(x.t(), r.t(), w_bad.t(), RmsNormConfig{}, r.t()); },
+               {"add_rms_norm weight"});
+  EXPECT_TRUE(testing::bitwise_equal(x.t(), x_before.t()));
   Owned up_bad(DType::F32, {2, 6});
   expect_error([&] { gated_activation(x.t(), up_bad.t(), Activation::SiLU, x.t()); },
                {"gated_activation up"});

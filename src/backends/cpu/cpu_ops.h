@@ -35,8 +35,12 @@ void rms_norm(const Tensor& x,                                 // F32[M, H]
               const Tensor& weight,                            // F32|BF16|F16[H]
               const ops::RmsNormConfig& config, Tensor& out);  // F32[M, H]
 
-void add_inplace(Tensor& x,         // F32[M, H]
-                 const Tensor& y);  // F32[M, H]
+void add_rms_norm(Tensor& x,                                       // F32[M, H]
+                  const Tensor& residual,                          // F32[M, H]
+                  const Tensor& weight,                            // F32|BF16|F16[H]
+                  const ops::RmsNormConfig& config, Tensor& out);  // F32[M, H]
+void add_inplace(Tensor& x,                                        // F32[M, H]
+                 const Tensor& y);                                 // F32[M, H]
 
 void rope(Tensor& x,                // F32[T, heads, head_dim] contiguous
           const Tensor& positions,  // I32[T], each >= 0

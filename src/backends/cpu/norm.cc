@@ -1,4 +1,5 @@
-// CPU RMSNorm and residual add.
+// CPU RMSNorm and residual add, and the two fused (add_rms_norm: each row added, then normalized
+// while in cache — the same operations, so the same bits).
 //
 // RMSNorm follows transformers' order in f32: var = mean(x²); x̂ = x · (1 / sqrt(var + eps));
 // y = x̂ · w (or x̂ · (1 + w) for Gemma). The sum of squares runs in one vector accumulator per
@@ -27,8 +28,10 @@
 #define RINGLM_BACKENDS_CPU_NORM_SHARED_
 namespace ringlm::cpu {
 struct RmsNormRows {
-  const float* x;
+  float* x;  // written only with a residual
   size_t x_stride;
+  const float* residual;  // null: plain rms_norm; else x += residual first, row by row
+  size_t residual_stride;
   const float* w;  // [H] f32 (1 + w already applied for unit_offset)
   float* out;
   size_t out_stride;
@@ -48,8 +51,13 @@ void RmsNormRowsImpl(const RmsNormRows& a, size_t m0, size_t m1) {
   const DF df;
   const size_t L = hn::Lanes(df);
   for (size_t m = m0; m < m1; ++m) {
-    const float* x = a.x + m * a.x_stride;  // out may alias x
+    float* x = a.x + m * a.x_stride;  // out may alias x (or the residual)
     float* out = a.out + m * a.out_stride;
+    if (a.residual != nullptr) {
+      // add_inplace's operation on this row, while it is in cache.
+      Map2F32(df, x, a.residual + m * a.residual_stride, x, a.H, 0.0f,
+              [](auto u, auto v) { return hn::Add(u, v); });
+    }
     auto acc = hn::Zero(df);
     size_t i = 0;
     for (; i + L <= a.H; i += L) {
@@ -95,23 +103,43 @@ int64_t row_grain(size_t row_len) {
   return std::max<int64_t>(1,
                            static_cast<int64_t>((size_t{16} << 10) / std::max<size_t>(row_len, 1)));
 }
-}  // namespace
 
-void rms_norm(const Tensor& x, const Tensor& weight, const ops::RmsNormConfig& config,
-              Tensor& out) {
-  const auto M = static_cast<size_t>(x.shape[0]);
-  const auto H = static_cast<size_t>(x.shape[1]);
+// x (+= residual when given) normalized into out, rows split over the thread pool.
+void norm_rows(float* x, size_t x_stride, const float* residual, size_t residual_stride,
+               const Tensor& weight, const ops::RmsNormConfig& config, Tensor& out, size_t M,
+               size_t H) {
   std::vector<float> w(H);
   widen_to_f32(weight.dtype, weight.data, H, w.data());
   if (config.unit_offset)
     for (float& v : w) v = 1.0f + v;
-  const RmsNormRows a{x.ptr<float>(),   static_cast<size_t>(x.strides[0]),   w.data(),
-                      out.ptr<float>(), static_cast<size_t>(out.strides[0]), H,
+  const RmsNormRows a{x,
+                      x_stride,
+                      residual,
+                      residual_stride,
+                      w.data(),
+                      out.ptr<float>(),
+                      static_cast<size_t>(out.strides[0]),
+                      H,
                       config.eps};
   ThreadPool::global().parallel_for(
       static_cast<int64_t>(M), row_grain(H), [&](int64_t b, int64_t e) {
         HWY_DYNAMIC_DISPATCH(RmsNormRowsImpl)(a, static_cast<size_t>(b), static_cast<size_t>(e));
       });
+}
+}  // namespace
+
+void rms_norm(const Tensor& x, const Tensor& weight, const ops::RmsNormConfig& config,
+              Tensor& out) {
+  // Without a residual the kernel never writes x.
+  norm_rows(x.ptr<float>(), static_cast<size_t>(x.strides[0]), nullptr, 0, weight, config, out,
+            static_cast<size_t>(x.shape[0]), static_cast<size_t>(x.shape[1]));
+}
+
+void add_rms_norm(Tensor& x, const Tensor& residual, const Tensor& weight,
+                  const ops::RmsNormConfig& config, Tensor& out) {
+  norm_rows(x.ptr<float>(), static_cast<size_t>(x.strides[0]), residual.ptr<float>(),
+            static_cast<size_t>(residual.strides[0]), weight, config, out,
+            static_cast<size_t>(x.shape[0]), static_cast<size_t>(x.shape[1]));
 }
 
 void add_inplace(Tensor& x, const Tensor& y) {
