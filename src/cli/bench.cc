@@ -20,6 +20,9 @@
 #include "cli/common.h"
 #include "core/thread_pool.h"
 #include "engine/runner.h"
+#ifdef RINGLM_HAS_CUDA
+#include "backends/cuda/cuda_ops.h"
+#endif
 
 namespace ringlm::cli {
 
@@ -217,10 +220,17 @@ int run_bench(int argc, char** argv) {
   Args args(argc, argv,
             {"model", "prompt-len", "context", "gen", "batch", "threads", "kv-memory",
              "max-step-tokens", "kv-format", "kv-config", "kv-quant-start", "max-kv-size",
-             "kv-keep", "repeat", "json", "device"},
+             "kv-keep", "repeat", "json", "device", "decode-parts"},
             {"json"});
   apply_threads(args);
   const Device device = device_flag(args);
+  if (args.has("decode-parts")) {
+    // How many parts CUDA decode attention splits a row's keys into at most (a tuning knob).
+    RINGLM_USER_CHECK(device == Device::CUDA, "--decode-parts needs --device cuda");
+#ifdef RINGLM_HAS_CUDA
+    cuda::set_decode_part_limit(static_cast<int>(args.integer("decode-parts", 128)));
+#endif
+  }
   auto model = models::load_model(args.required("model"), device);
   BenchShape base;
   base.gen = args.integer("gen", base.gen);
@@ -257,6 +267,9 @@ int run_bench(int argc, char** argv) {
       out["model"] = args.required("model");
       out["model_type"] = model->config().model_type;
       out["device"] = device_name(device);
+#ifdef RINGLM_HAS_CUDA
+      if (device == Device::CUDA) out["decode_part_limit"] = cuda::decode_part_limit();
+#endif
       out["threads"] = ThreadPool::global().num_threads();
       std::string formats;
       for (int g = 0; g < runner.cache().num_groups(); ++g) {

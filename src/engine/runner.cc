@@ -95,6 +95,10 @@ Tensor Runner::forward(kv::StepPlan& plan) {
   for (int g = 0; g < plan.num_groups(); ++g) {
     if (plan.table_group(g) == g) key.push_back(plan.attention_rows(g).max_blocks);
   }
+  // --kv-quant-start: which tokens also go to the bf16 companions (host-driven writes).
+  const std::vector<int64_t> dense_writes = plan.dense_write_ranges();
+  key.push_back(static_cast<int64_t>(dense_writes.size()));
+  key.insert(key.end(), dense_writes.begin(), dense_writes.end());
   key.push_back(static_cast<int64_t>(uploader.generation()));
   static_cast<cuda::StepGraphs*>(step_graphs_.get())->run(std::move(key), [&] {
     model_.forward(plan, *cache_, *arena_, logits);

@@ -22,11 +22,6 @@ PagedKvCache::PagedKvCache(const KvCacheConfig& config)
                     " is not positive");
   RINGLM_USER_CHECK(config.max_sequences > 0, "KV max_sequences ", config.max_sequences,
                     " is not positive");
-  for (const LayerGroup& g : layout_.groups) {
-    RINGLM_USER_CHECK(g.quant_start == 0 || config.device == Device::CPU,
-                      "the KV precision transition (--kv-quant-start) is not available on ",
-                      device_name(config.device), " yet");
-  }
   storage_.resize(layout_.groups.size());
   split_budget();
 }

@@ -115,6 +115,18 @@ Tensor StepPlan::slots(int group) const {
   return Tensor(const_cast<int32_t*>(s.data()), DType::I32, {num_tokens()});
 }
 
+std::vector<int64_t> StepPlan::dense_write_ranges() const {
+  std::vector<int64_t> out;
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    for (const TokenRange& r : groups_[g].writes) {
+      out.push_back(static_cast<int64_t>(g));
+      out.push_back(r.begin);
+      out.push_back(r.end);
+    }
+  }
+  return out;
+}
+
 StepPlan::Layer StepPlan::layer(int l) const {
   RINGLM_CHECK(l >= 0 && l < layout_->num_layers(), "layer ", l, " out of range");
   const int g = layout_->group_of_layer[static_cast<size_t>(l)];

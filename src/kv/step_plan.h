@@ -74,6 +74,10 @@ class StepPlan {
   const ops::AttentionRows& attention_rows(int group) const;
   Tensor slots(int group) const;  // I32[T]
 
+  // The bf16 companions' write ranges, flattened as (group, begin, end, ...): part of a step's
+  // shape for CUDA graphs, which replay the writes they captured.
+  std::vector<int64_t> dense_write_ranges() const;
+
   int num_groups() const { return static_cast<int>(groups_.size()); }
   int table_group(int group) const { return table_group_[static_cast<size_t>(group)]; }
 

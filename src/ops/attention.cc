@@ -150,12 +150,9 @@ void attention(const Tensor& q, const KvLayerView& kv, const AttentionRows& rows
   check_attention_rows(rows, q.shape[0], kv.k.shape[0], kv.block_tokens());
 #ifdef RINGLM_HAS_CUDA
   if (dev == Device::CUDA) {
-    RINGLM_USER_CHECK(
-        rows.all_queries(),
-        "the KV precision transition (--kv-quant-start) is not available on CUDA yet");
     if (rows.device_mirror != nullptr)
       return cuda::attention(q, kv, *static_cast<const cuda::DeviceRows*>(rows.device_mirror),
-                             params, out);
+                             params, out, rows.query_pos_begin, rows.query_pos_end);
     return cuda::attention(q, kv, rows, params, out);
   }
 #endif

@@ -83,10 +83,7 @@ void add_rms_norm(Tensor& x, const Tensor& residual, const Tensor& weight,
                " must be finite and >= 0");
   RINGLM_CHECK(x.shape[1] > 0 || x.shape[0] == 0, "add_rms_norm: empty rows");
 #ifdef RINGLM_HAS_CUDA
-  if (dev == Device::CUDA) {
-    cuda::add_inplace(x, residual);
-    return cuda::rms_norm(x, weight, config, out);
-  }
+  if (dev == Device::CUDA) return cuda::add_rms_norm(x, residual, weight, config, out);
 #endif
   cpu::add_rms_norm(x, residual, weight, config, out);
 }

@@ -139,7 +139,7 @@ struct AttentionRows {
   // Only the queries at positions in [query_pos_begin, query_pos_end) are computed; the other
   // rows of `out` are left as they are. A transitioning KV group (--kv-quant-start S) runs
   // attention twice per layer: positions < S over its bf16 view, positions >= S over its
-  // quantized view. CPU only: CUDA refuses a narrowed range.
+  // quantized view.
   int32_t query_pos_begin = 0;
   int32_t query_pos_end = INT32_MAX;
   bool all_queries() const { return query_pos_begin <= 0 && query_pos_end == INT32_MAX; }

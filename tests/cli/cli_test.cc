@@ -150,6 +150,7 @@ TEST(Cli, BadInputGivesAClearError) {
       {"generate --model " + model + " --bogus 1", "unknown flag --bogus"},
       {"generate --model " + model, "give exactly one of --prompt TEXT and --prompt-tokens IDS"},
       {"frobnicate", "unknown command"},
+      {"bench --model " + model + " --decode-parts 64", "--decode-parts needs --device cuda"},
   };
   for (const auto& c : cases) {
     const Outcome out = run(c.args);

@@ -216,6 +216,50 @@ TEST(CudaAttention, BatchInvariant) {
   }
 }
 
+// A narrowed query range (--kv-quant-start runs attention per range): the queries at positions
+// in [5, 40) equal the reference over the same range, every other row of `out` keeps its bits.
+// The layout has decode rows inside and outside the range and prefill chunks that straddle it;
+// the tensor-core kernels (bf16, head_dim 128), the grouped CUDA-core decode (f32) and the
+// per-head kernels (GQA 3, head_dim 96).
+TEST(CudaAttention, QueryRangeLeavesOtherRowsAlone) {
+  RINGLM_REQUIRE_GPU();
+  constexpr float kUntouched = 7.0f;
+  for (const Config& c :
+       {Config{DType::BF16, 128, 8, 2, 16, 0, 0.0f}, Config{DType::F32, 64, 8, 4, 5, 20, 0.0f},
+        Config{DType::BF16, 96, 6, 2, 16, 0, 0.0f}}) {
+    SCOPED_TRACE(::testing::Message() << testing::dtype_label(c.dtype) << " D=" << c.head_dim);
+    const Problem p(c, kRows, 31);
+    const AttentionParams params = params_for(c);
+    AttentionRows rows = p.layout.rows();
+    rows.query_pos_begin = 5;
+    rows.query_pos_end = 40;
+    const int64_t T = p.layout.tokens();
+    Owned ref(DType::F32, {T, c.q_heads, c.head_dim}),
+        start(DType::F32, {T, c.q_heads, c.head_dim});
+    for (int64_t i = 0; i < ref.t().numel(); ++i) {
+      ref.set(i, kUntouched);
+      start.set(i, kUntouched);
+    }
+    reference::attention(p.q.t(), KvLayerView{p.k.t(), p.v.t()}, rows, params, ref.t());
+    OnDevice dq(p.q), dk(p.k), dv(p.v), dout(start);
+    attention(dq.t(), KvLayerView{dk.t(), dv.t()}, rows, params, dout.t());
+    const Owned out = dout.to_host();
+    int computed = 0;
+    for (int64_t t = 0; t < T; ++t) {
+      const bool wanted = ref.f(t * c.q_heads * c.head_dim) != kUntouched;
+      computed += wanted ? 1 : 0;
+      for (int64_t h = 0; h < c.q_heads; ++h) {
+        const double tol = wanted ? tolerance(p, c, params, t, h) : 0.0;
+        for (int64_t d = 0; d < c.head_dim; ++d) {
+          const int64_t i = (t * c.q_heads + h) * c.head_dim + d;
+          ASSERT_NEAR(out.f(i), ref.f(i), tol) << "t=" << t << " h=" << h << " d=" << d;
+        }
+      }
+    }
+    EXPECT_GT(computed, 8);  // the 13-query chunk's positions 5..12 and the decode at 36
+  }
+}
+
 TEST(CudaAttention, HostTablesAreStillValidated) {
   RINGLM_REQUIRE_GPU();
   const Config c{DType::BF16, 64, 2, 1, 16, 0, 0.0f};

@@ -87,6 +87,43 @@ TEST(CudaRmsNorm, MatchesReference) {
   }
 }
 
+// The fused kernel = add_inplace then rms_norm on the GPU, bit for bit: out separate, aliasing
+// the residual (the decoder's use) and aliasing x; row lengths for both norm kernels.
+TEST(CudaAddRmsNorm, EqualsAddThenNormBitwise) {
+  RINGLM_REQUIRE_GPU();
+  for (DType wt : {DType::F32, DType::BF16}) {
+    for (int64_t H : kRowLengths) {
+      for (int64_t M : kRowCounts) {
+        SCOPED_TRACE(::testing::Message() << testing::dtype_label(wt) << " H=" << H << " M=" << M);
+        Owned x(DType::F32, {M, H}), r(DType::F32, {M, H}), w(wt, {H});
+        testing::fill_uniform(x, 41, -3.0f, 3.0f);
+        testing::fill_uniform(r, 42, -3.0f, 3.0f);
+        testing::fill_uniform(w, 43);
+        const RmsNormConfig cfg{1e-5f, true};
+        OnDevice dw(w);
+        OnDevice want_x(x), dr(r), want(DType::F32, {M, H});
+        add_inplace(want_x.t(), dr.t());
+        rms_norm(want_x.t(), dw.t(), cfg, want.t());
+        const Owned want_x_host = want_x.to_host(), want_host = want.to_host();
+
+        OnDevice got_x(x), got(DType::F32, {M, H});
+        add_rms_norm(got_x.t(), dr.t(), dw.t(), cfg, got.t());
+        ASSERT_TRUE(testing::bitwise_equal(got_x.to_host().t(), want_x_host.t()));
+        ASSERT_TRUE(testing::bitwise_equal(got.to_host().t(), want_host.t()));
+
+        OnDevice alias_x(x), alias_r(r);
+        add_rms_norm(alias_x.t(), alias_r.t(), dw.t(), cfg, alias_r.t());  // out = residual
+        ASSERT_TRUE(testing::bitwise_equal(alias_x.to_host().t(), want_x_host.t()));
+        ASSERT_TRUE(testing::bitwise_equal(alias_r.to_host().t(), want_host.t()));
+
+        OnDevice inplace(x);
+        add_rms_norm(inplace.t(), dr.t(), dw.t(), cfg, inplace.t());  // out = x
+        ASSERT_TRUE(testing::bitwise_equal(inplace.to_host().t(), want_host.t()));
+      }
+    }
+  }
+}
+
 TEST(CudaAddInplace, MatchesReferenceExactlyWithStridedRows) {
   RINGLM_REQUIRE_GPU();
   for (int64_t H : kRowLengths) {

@@ -21,6 +21,7 @@
 #include <random>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "backends/cuda/device_rows.h"
@@ -466,6 +467,47 @@ TEST(CudaQuantizedKv, BatchInvariant) {
     DeviceCache dc(p.cache);
     OnDevice dq(p.q);
     ASSERT_TRUE(testing::rows_alone_equal_batched(dq.t(), dc.view(), p.layout, params_for(c)));
+  }
+}
+
+// A narrowed query range (--kv-quant-start): the TurboQuant rows in range equal the CPU kernel
+// over the same range, and every other row of `out` keeps its bits — the un-rotation too skips
+// them (the other range's rows come from the bf16 companion, not rotated).
+TEST(CudaQuantizedKv, TurboQueryRangeLeavesOtherRowsAlone) {
+  RINGLM_REQUIRE_GPU();
+  constexpr float kUntouched = 7.0f;
+  for (const auto& [f, D] : {std::pair{Format{8, 32, 3}, 128}, std::pair{Format{4, 32, 2}, 64}}) {
+    SCOPED_TRACE(label(f, Config{D, 8, 2, 16, 0, 0.0f}));
+    const Config c{D, 8, 2, 16, 0, 0.0f};
+    const Problem p(f, c, kRows, 41);
+    const AttentionParams params = params_for(c);
+    AttentionRows rows = p.layout.rows();
+    rows.query_pos_begin = 5;
+    rows.query_pos_end = 40;
+    const int64_t T = p.layout.tokens();
+    Owned ref(DType::F32, {T, c.q_heads, D}), start(DType::F32, {T, c.q_heads, D});
+    for (int64_t i = 0; i < ref.t().numel(); ++i) {
+      ref.set(i, kUntouched);
+      start.set(i, kUntouched);
+    }
+    attention(p.q.t(), p.cache.view(), rows, params, ref.t());  // the CPU kernel
+    const DeviceCache dc(p.cache);
+    OnDevice dq(p.q), dout(start);
+    attention(dq.t(), dc.view(), rows, params, dout.t());
+    const Owned out = dout.to_host();
+    int computed = 0;
+    for (int64_t t = 0; t < T; ++t) {
+      const bool wanted = ref.f(t * c.q_heads * D) != kUntouched;
+      computed += wanted ? 1 : 0;
+      for (int64_t h = 0; h < c.q_heads; ++h) {
+        const double tol = wanted ? p.tolerance(t, h, params) : 0.0;
+        for (int64_t d = 0; d < D; ++d) {
+          const int64_t i = (t * c.q_heads + h) * D + d;
+          ASSERT_NEAR(out.f(i), ref.f(i), tol) << "t=" << t << " h=" << h << " d=" << d;
+        }
+      }
+    }
+    EXPECT_GT(computed, 8);
   }
 }
 

@@ -24,6 +24,7 @@
 // Translation units: this file (the entry points, tables, the format dispatch), the kernels and
 // the per-format launch in device/attention_core.cuh, instantiated per KV format in
 // attention_dense.cu, attention_affine.cu and attention_turbo.cu.
+#include <atomic>
 #include <cstdint>
 
 #include "backends/cuda/attention_launch.h"
@@ -39,6 +40,9 @@ namespace {
 
 using device::AttnArgs;
 
+std::atomic<int> g_decode_part_limit{device::kMaxParts};
+
+// drows: device tables; its query_pos_begin / end choose the queries computed.
 void run_attention(const Tensor& q, const ops::KvLayerView& kv, const ops::AttentionRows& drows,
                    const RowsSummary& summary, const ops::AttentionParams& params, Tensor& out) {
   const int64_t T = q.shape[0], QH = q.shape[1], D = q.shape[2];
@@ -64,8 +68,11 @@ void run_attention(const Tensor& q, const ops::KvLayerView& kv, const ops::Atten
   args.softcap = params.softcap;
   args.window = params.window;
   args.sink_tokens = params.sink_tokens;
+  args.query_pos_begin = drows.query_pos_begin;
+  args.query_pos_end = drows.query_pos_end;
   args.split_decode = true;
-  args.max_parts = device::decode_parts_bound(summary.max_decode_context);
+  args.part_limit = decode_part_limit();
+  args.max_parts = device::decode_parts_bound(summary.max_decode_context, args.part_limit);
   if (summary.decode_rows > 0) {
     // Partials of every (row, head, part); rows that are not decode rows leave theirs unused.
     const int64_t slots = int64_t{drows.num_rows} * QH * args.max_parts;
@@ -77,22 +84,49 @@ void run_attention(const Tensor& q, const ops::KvLayerView& kv, const ops::Atten
   device::with_kv_reader(kv, [&](const auto& reader) {
     attention_detail::launch_for_format(args, reader, summary, T, ctx.stream());
   });
-  // TurboQuant: the kernels accumulated rotated values; un-rotate each output row once.
-  if (kv.turbo()) turbo_unrotate_rows(out);
+  // TurboQuant: the kernels accumulated rotated values; un-rotate each output row they wrote.
+  if (kv.turbo()) {
+    TokenPositions only;
+    if (!drows.all_queries()) {
+      only.query_start = drows.query_start;
+      only.context_len = drows.context_len;
+      only.num_rows = drows.num_rows;
+      only.begin = drows.query_pos_begin;
+      only.end = drows.query_pos_end;
+    }
+    turbo_unrotate_rows(out, only);
+  }
 }
 
 }  // namespace
+
+void set_decode_part_limit(int parts) {
+  RINGLM_USER_CHECK(parts >= 1 && parts <= 1024, "decode part limit ", parts,
+                    " must be in [1, 1024]");
+  g_decode_part_limit.store(parts);
+}
+
+int decode_part_limit() {
+  return g_decode_part_limit.load();
+}
 
 void attention(const Tensor& q, const ops::KvLayerView& kv, const ops::AttentionRows& rows,
                const ops::AttentionParams& params, Tensor& out) {
   if (q.shape[0] == 0) return;
   void* dst = Context::get().scratch(Scratch::Rows, packed_rows_bytes(rows));
-  run_attention(q, kv, upload_rows(rows, dst), summarize_rows(rows), params, out);
+  ops::AttentionRows view = upload_rows(rows, dst);
+  view.query_pos_begin = rows.query_pos_begin;
+  view.query_pos_end = rows.query_pos_end;
+  run_attention(q, kv, view, summarize_rows(rows), params, out);
 }
 
 void attention(const Tensor& q, const ops::KvLayerView& kv, const DeviceRows& device_rows,
-               const ops::AttentionParams& params, Tensor& out) {
-  run_attention(q, kv, device_rows.view(), device_rows.summary(), params, out);
+               const ops::AttentionParams& params, Tensor& out, int32_t query_pos_begin,
+               int32_t query_pos_end) {
+  ops::AttentionRows view = device_rows.view();
+  view.query_pos_begin = query_pos_begin;
+  view.query_pos_end = query_pos_end;
+  run_attention(q, kv, view, device_rows.summary(), params, out);
 }
 
 }  // namespace ringlm::cuda

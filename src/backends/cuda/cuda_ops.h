@@ -52,8 +52,14 @@ void rms_norm(const Tensor& x,                                 // F32[M, H]
               const Tensor& weight,                            // F32|BF16|F16[H]
               const ops::RmsNormConfig& config, Tensor& out);  // F32[M, H], may alias x
 
-void add_inplace(Tensor& x,         // F32[M, H]
-                 const Tensor& y);  // F32[M, H]
+// x += residual, then out = rms_norm(x), bit for bit add_inplace then rms_norm; out may alias x
+// or residual.
+void add_rms_norm(Tensor& x,                                       // F32[M, H]
+                  const Tensor& residual,                          // F32[M, H]
+                  const Tensor& weight,                            // F32|BF16|F16[H]
+                  const ops::RmsNormConfig& config, Tensor& out);  // F32[M, H]
+void add_inplace(Tensor& x,                                        // F32[M, H]
+                 const Tensor& y);                                 // F32[M, H]
 
 // rotary_dim / 2 <= kMaxRopeHalf (the frequencies travel in the kernel's parameters).
 constexpr int kMaxRopeHalf = 256;
@@ -69,6 +75,12 @@ void softmax(Tensor& x);                    // F32[M, N]
 void argmax(const Tensor& x, Tensor& out);  // F32[M, N] -> I32[M]
 void softcap(Tensor& x, float cap);         // F32[M, N]
 
+// Decode attention splits a row's keys into at most this many parts (split-K); a process-wide
+// setting, for benchmarks (`ringlm bench --decode-parts`). Any value keeps a row's bits
+// independent of the batch; the default is device::kMaxParts (128).
+void set_decode_part_limit(int parts);
+int decode_part_limit();
+
 // head_dim <= kMaxHeadDim.
 constexpr int kMaxHeadDim = 256;
 // `rows` holds host tables (already validated by ops::attention); they are copied to the device
@@ -77,11 +89,14 @@ void attention(const Tensor& q,  // F32[T, q_heads, head_dim] contiguous
                const ops::KvLayerView& kv, const ops::AttentionRows& rows,
                const ops::AttentionParams& params,
                Tensor& out);  // F32[T, q_heads, head_dim] contiguous (may alias q)
-// Same, reading the tables from `device_rows` (an upload of the same `rows`).
+// Same, reading the tables from `device_rows` (an upload of the same `rows`); only the queries
+// at positions in [query_pos_begin, query_pos_end) (rows.query_pos_begin / end) are computed,
+// the other rows of `out` are left as they are.
 void attention(const Tensor& q,  // F32[T, q_heads, head_dim] contiguous
                const ops::KvLayerView& kv, const DeviceRows& device_rows,
                const ops::AttentionParams& params,
-               Tensor& out);  // F32[T, q_heads, head_dim] contiguous (may alias q)
+               Tensor& out,  // F32[T, q_heads, head_dim] contiguous (may alias q)
+               int32_t query_pos_begin = 0, int32_t query_pos_end = INT32_MAX);
 
 void kv_write(const Tensor& k,      // F32[T, kv_heads, head_dim]
               const Tensor& v,      // F32[T, kv_heads, head_dim]

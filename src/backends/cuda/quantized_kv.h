@@ -18,9 +18,20 @@ void kv_write_quantized(const Tensor& k,      // F32[T, kv_heads, head_dim]
                         const Tensor& slots,  // I32[T]
                         ops::KvLayerView& kv);
 
-// x = signs_d ⊙ H(x)/√d for every row of x (the deferred inverse rotation of TurboQuant values),
-// bit for bit kv::turbo_unrotate per row. d a power of two in [32, 512].
-void turbo_unrotate_rows(Tensor& x);  // F32[T, heads, d] contiguous
+// The tokens of a step whose positions are in [begin, end), from the step's device row tables
+// (ops::AttentionRows layout); every token when query_start is null.
+struct TokenPositions {
+  const int32_t* query_start = nullptr;  // [num_rows + 1]
+  const int32_t* context_len = nullptr;  // [num_rows]
+  int num_rows = 0;
+  int32_t begin = 0, end = INT32_MAX;
+};
+
+// x = signs_d ⊙ H(x)/√d for every row of x of the tokens in `only` (the deferred inverse
+// rotation of TurboQuant values), bit for bit kv::turbo_unrotate per row. d a power of two in
+// [32, 512].
+void turbo_unrotate_rows(Tensor& x,  // F32[T, heads, d] contiguous
+                         const TokenPositions& only = {});
 
 // Every (slot, kv head) row of `kv` decoded through the attention kernels' reader
 // (device/kv_readers.cuh), `dims_per_read` (1, 4 or 8) dims per key<N>/value<N> call: keys as

@@ -19,11 +19,42 @@ struct AttnArgs {
   int q_heads, kv_heads, head_dim, block_tokens;
   float scale, softcap;
   int window, sink_tokens;
-  bool split_decode;  // rows with one query go through the split-K kernels
-  int max_parts;      // parts per decode query (stride of the partials)
-  float* part_ml;     // [num_rows, q_heads, max_parts, 2]: m, l
-  float* part_acc;    // [num_rows, q_heads, max_parts, D]
+  int query_pos_begin, query_pos_end;  // only queries at these positions are computed
+  bool split_decode;                   // rows with one query go through the split-K kernels
+  int part_limit;                      // most parts a decode query is split into (decode_split)
+  int max_parts;                       // parts per decode query (stride of the partials)
+  float* part_ml;                      // [num_rows, q_heads, max_parts, 2]: m, l
+  float* part_acc;                     // [num_rows, q_heads, max_parts, D]
 };
+
+__host__ __device__ inline bool query_wanted(const AttnArgs& a, int pos) {
+  return pos >= a.query_pos_begin && pos < a.query_pos_end;
+}
+
+// Query token t of a step: its row, the row's query count and its position (query_start,
+// context_len: the step's device tables, ops::AttentionRows layout).
+struct QueryLocation {
+  int row, n, pos;
+};
+__device__ inline QueryLocation locate_query(const int32_t* query_start, const int32_t* context_len,
+                                             int num_rows, int t) {
+  // The last row r with query_start[r] <= t (empty rows share their start with the next).
+  int r = 0;
+  for (int hi = num_rows - 1; r < hi;) {
+    const int mid = (r + hi + 1) / 2;
+    if (query_start[mid] <= t) {
+      r = mid;
+    } else {
+      hi = mid - 1;
+    }
+  }
+  QueryLocation at;
+  at.row = r;
+  const int q0 = query_start[r];
+  at.n = query_start[r + 1] - q0;
+  at.pos = context_len[r] - at.n + (t - q0);
+  return at;
+}
 
 // The keys a query at position pos sees, in order: the sinks [0, sinks), then [lo, pos].
 // Index i of that list is key position i < sinks ? i : lo + i − sinks.
@@ -45,23 +76,23 @@ struct VisibleKeys {
 
 // Decode queries are split into parts of `split` visible keys (flash decoding). The split depends
 // only on the query's own key count, never on the batch, so a row's bits do not either: the
-// smallest kMinSplit·2^k that gives at most kMaxParts parts. Short contexts get 64-key parts
-// (several blocks per kv head even at batch 1); long ones up to kMaxParts blocks per kv head,
-// enough warps to keep an H200's memory busy at batch 1.
+// smallest kMinSplit·2^k that gives at most part_limit parts (a process-wide setting,
+// cuda::set_decode_part_limit; kMaxParts by default). Short contexts get 64-key parts (several
+// blocks per kv head even at batch 1); long ones up to part_limit blocks per kv head.
 constexpr int kMinSplit = 64, kMaxParts = 128;
-__host__ __device__ inline int decode_split(int count) {
+__host__ __device__ inline int decode_split(int count, int part_limit) {
   int split = kMinSplit;
-  while ((count + split - 1) / split > kMaxParts) split *= 2;
+  while ((count + split - 1) / split > part_limit) split *= 2;
   return split;
 }
-__host__ __device__ inline int decode_parts(int count) {
-  const int split = decode_split(count);
+__host__ __device__ inline int decode_parts(int count, int part_limit) {
+  const int split = decode_split(count, part_limit);
   return (count + split - 1) / split;
 }
 // An upper bound of decode_parts over every count <= max_count.
-inline int decode_parts_bound(int max_count) {
+inline int decode_parts_bound(int max_count, int part_limit) {
   const int parts = (max_count + kMinSplit - 1) / kMinSplit;
-  return parts < 1 ? 1 : (parts > kMaxParts ? kMaxParts : parts);
+  return parts < 1 ? 1 : (parts > part_limit ? part_limit : parts);
 }
 
 }  // namespace ringlm::cuda::device

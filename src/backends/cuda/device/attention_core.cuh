@@ -27,27 +27,10 @@ constexpr int kThreadsPerBlock = kWarps * 32;
 using device::AttnArgs;
 using device::VisibleKeys;
 
-struct Query {
-  int row, n, pos;  // its row, the row's query count, its position
-};
+using Query = device::QueryLocation;
 
 __device__ inline Query locate(const AttnArgs& a, int t) {
-  // The last row r with query_start[r] <= t (empty rows share their start with the next).
-  int r = 0;
-  for (int hi = a.num_rows - 1; r < hi;) {
-    const int mid = (r + hi + 1) / 2;
-    if (a.query_start[mid] <= t) {
-      r = mid;
-    } else {
-      hi = mid - 1;
-    }
-  }
-  Query qy;
-  qy.row = r;
-  const int q0 = a.query_start[r];
-  qy.n = a.query_start[r + 1] - q0;
-  qy.pos = a.context_len[r] - qy.n + (t - q0);
-  return qy;
+  return device::locate_query(a.query_start, a.context_len, a.num_rows, t);
 }
 
 template <int kChunks>
@@ -138,7 +121,7 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
   const int t = static_cast<int>(blockIdx.x) / a.q_heads;
   const int h = static_cast<int>(blockIdx.x) % a.q_heads;
   const Query qy = locate(a, t);
-  if (a.split_decode && qy.n == 1) return;
+  if ((a.split_decode && qy.n == 1) || !device::query_wanted(a, qy.pos)) return;
   const VisibleKeys keys(qy.pos, a.window, a.sink_tokens);
   attend<Kv, kChunks>(a, kv, t, h, qy, keys, 0, keys.count, sh);
   float weight[kWarps], l_all;
@@ -164,8 +147,9 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
   const int q0 = a.query_start[r];
   if (a.query_start[r + 1] - q0 != 1) return;
   const Query qy = locate(a, q0);
+  if (!device::query_wanted(a, qy.pos)) return;
   const VisibleKeys keys(qy.pos, a.window, a.sink_tokens);
-  const int split = device::decode_split(keys.count);
+  const int split = device::decode_split(keys.count, a.part_limit);
   const int begin = static_cast<int>(blockIdx.y) * split;
   if (begin >= keys.count) return;  // this query has fewer parts
   attend<Kv, kChunks>(a, kv, q0, h, qy, keys, begin, min(keys.count, begin + split), sh);

@@ -60,8 +60,9 @@ __global__ void __launch_bounds__(kDecodeThreads, kG <= 4 ? 4 : 2)
   const int q0 = a.query_start[r];
   if (a.query_start[r + 1] - q0 != 1) return;
   const int pos = a.context_len[r] - 1;
+  if (!query_wanted(a, pos)) return;
   const VisibleKeys keys(pos, a.window, a.sink_tokens);
-  const int split = decode_split(keys.count);
+  const int split = decode_split(keys.count, a.part_limit);
   const int part = static_cast<int>(blockIdx.y);
   const int first = part * split;
   if (first >= keys.count) return;  // this query has fewer parts
@@ -231,9 +232,9 @@ __global__ void __launch_bounds__(kThreads) grouped_decode_merge_kernel(const At
   const int r = static_cast<int>(blockIdx.x) / a.q_heads;
   const int h = static_cast<int>(blockIdx.x) % a.q_heads;
   const int q0 = a.query_start[r];
-  if (a.query_start[r + 1] - q0 != 1) return;
+  if (a.query_start[r + 1] - q0 != 1 || !query_wanted(a, a.context_len[r] - 1)) return;
   const VisibleKeys keys(a.context_len[r] - 1, a.window, a.sink_tokens);
-  const int parts = decode_parts(keys.count);
+  const int parts = decode_parts(keys.count, a.part_limit);
   const int64_t base = (static_cast<int64_t>(r) * a.q_heads + h) * a.max_parts;
   float m_all = -INFINITY;
   for (int p = 0; p < parts; ++p) m_all = fmaxf(m_all, a.part_ml[2 * (base + p)]);

@@ -73,9 +73,9 @@ __global__ void __launch_bounds__(kTcDecodeThreads, Source::kMinBlocks)
   const int kvh = static_cast<int>(blockIdx.x) / head_groups % a.kv_heads;
   const int hg = static_cast<int>(blockIdx.x) % head_groups;
   const int q0 = a.query_start[r];
-  if (a.query_start[r + 1] - q0 != 1) return;
+  if (a.query_start[r + 1] - q0 != 1 || !query_wanted(a, a.context_len[r] - 1)) return;
   const VisibleKeys keys(a.context_len[r] - 1, a.window, a.sink_tokens);
-  const int split = decode_split(keys.count);
+  const int split = decode_split(keys.count, a.part_limit);
   const int part = static_cast<int>(blockIdx.y);
   const int first = part * split;
   if (first >= keys.count) return;  // this query has fewer parts

@@ -72,15 +72,19 @@ __global__ void __launch_bounds__(kG * 32)
   const int nq = min(kPrefillQueries, n - tile * kPrefillQueries);
   const int p0 = a.context_len[r] - n + tile * kPrefillQueries;  // its position
   const int p_last = p0 + nq - 1;
-  const int g = lane >> 2, c = lane & 3;  // mma fragment coordinates
+  if (p_last < a.query_pos_begin || p0 >= a.query_pos_end) return;  // no query of the tile wanted
+  const int g = lane >> 2, c = lane & 3;                            // mma fragment coordinates
 
-  // The keys any query of the tile sees: sinks [0, sinks), then [lo, p_last].
+  // The keys any wanted query of the tile (positions [p_first, p_end]) sees: sinks [0, sinks),
+  // then [lo, p_end]. Keys past the last wanted query may not exist in this view (a bf16
+  // companion stops at --kv-quant-start), so they are never read.
+  const int p_first = max(p0, a.query_pos_begin), p_end = min(p_last, a.query_pos_end - 1);
   int sinks = 0, lo = 0;
   if (a.window > 0) {
-    sinks = min(a.sink_tokens, p_last + 1);
-    lo = max(p0 - a.window + 1, sinks);
+    sinks = min(a.sink_tokens, p_end + 1);
+    lo = max(p_first - a.window + 1, sinks);
   }
-  const int count = sinks + (p_last - lo + 1);
+  const int count = sinks + (p_end - lo + 1);
 
   // Q fragments (rows g, g + 8 of the tile; columns 16·s + 2c (+1), + 8), scaled and rounded.
   const bool capped = a.softcap > 0.0f;
@@ -235,8 +239,9 @@ __global__ void __launch_bounds__(kG * 32)
 #pragma unroll
   for (int d = 0; d < kDimTiles; ++d) {
     const int col = 8 * d + 2 * c;
-    if (g < nq) *reinterpret_cast<float2*>(out_a + col) = make_float2(o[d][0] / l_a, o[d][1] / l_a);
-    if (g + 8 < nq)
+    if (g < nq && query_wanted(a, pos_a))
+      *reinterpret_cast<float2*>(out_a + col) = make_float2(o[d][0] / l_a, o[d][1] / l_a);
+    if (g + 8 < nq && query_wanted(a, pos_b))
       *reinterpret_cast<float2*>(out_b + col) = make_float2(o[d][2] / l_b, o[d][3] / l_b);
   }
 }
