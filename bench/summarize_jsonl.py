@@ -18,7 +18,8 @@ def describe(row):
                 f"{row['decode_tok_s']:.1f} tok/s, {row['step_ms']:.3f} ms/step, "
                 f"{row['achieved_gb_s']:.0f} GB/s, KV held {row.get('kv_resident_bytes', 0) / 1e9:.2f} GB"
                 f" (all-full {row.get('kv_full_attention_bytes', 0) / 1e9:.2f} GB), "
-                f"rows that fit {row.get('max_rows_at_kv_memory')}")
+                f"rows that fit {row.get('max_rows_at_kv_memory')}"
+                + (f", parts {row['decode_part_limit']}" if "decode_part_limit" in row else ""))
     return (f"{model} prompt={row.get('prompt_len')} B={row['batch']}: prefill "
             f"{row.get('prefill_tok_s', 0):.0f} tok/s, decode {row.get('decode_tok_s', 0):.1f} tok/s")
 

@@ -268,7 +268,8 @@ int run_bench(int argc, char** argv) {
       out["model_type"] = model->config().model_type;
       out["device"] = device_name(device);
 #ifdef RINGLM_HAS_CUDA
-      if (device == Device::CUDA) out["decode_part_limit"] = cuda::decode_part_limit();
+      if (device == Device::CUDA && cuda::decode_part_limit() > 0)
+        out["decode_part_limit"] = cuda::decode_part_limit();
 #endif
       out["threads"] = ThreadPool::global().num_threads();
       std::string formats;

@@ -25,6 +25,7 @@
 // the per-format launch in device/attention_core.cuh, instantiated per KV format in
 // attention_dense.cu, attention_affine.cu and attention_turbo.cu.
 #include <atomic>
+#include <bit>
 #include <cstdint>
 
 #include "backends/cuda/attention_launch.h"
@@ -40,7 +41,20 @@ namespace {
 
 using device::AttnArgs;
 
-std::atomic<int> g_decode_part_limit{device::kMaxParts};
+std::atomic<int> g_decode_part_limit{0};  // 0: part_limit_for's per-format choice
+
+// The decode split's part limit for K/V stored like `kv` (H200, Llama-3.1-8B shape,
+// docs/benchmarks.md): long parts amortize a block's set-up and merge, many parts keep the SMs
+// busy at small batches. 16-bit K/V on tensor cores: 32 (4k context, B = 1..32: 1.07-1.27x the
+// tokens/s of 128; 32k: 1.03-1.06x); TurboQuant k8v3: 64 (its per-key decode is slower, so it
+// needs more blocks at batch 1: 32 parts lost 8 % there); the other formats: 128. A limit that
+// depends only on the format keeps a row's bits independent of the batch.
+int part_limit_for(const ops::KvLayerView& kv) {
+  if (const int forced = g_decode_part_limit.load(); forced > 0) return forced;
+  if (kv.dense() && kv.k.dtype != DType::F32) return 32;
+  if (kv.turbo() && kv.bits == 8 && kv.value_bits == 3) return 64;
+  return device::kMaxParts;
+}
 
 // drows: device tables; its query_pos_begin / end choose the queries computed.
 void run_attention(const Tensor& q, const ops::KvLayerView& kv, const ops::AttentionRows& drows,
@@ -64,6 +78,9 @@ void run_attention(const Tensor& q, const ops::KvLayerView& kv, const ops::Atten
   args.kv_heads = kv.kv_heads();
   args.head_dim = static_cast<int>(D);
   args.block_tokens = kv.block_tokens();
+  args.block_shift = std::has_single_bit(static_cast<unsigned>(args.block_tokens))
+                         ? std::countr_zero(static_cast<unsigned>(args.block_tokens))
+                         : -1;
   args.scale = params.scale;
   args.softcap = params.softcap;
   args.window = params.window;
@@ -71,7 +88,7 @@ void run_attention(const Tensor& q, const ops::KvLayerView& kv, const ops::Atten
   args.query_pos_begin = drows.query_pos_begin;
   args.query_pos_end = drows.query_pos_end;
   args.split_decode = true;
-  args.part_limit = decode_part_limit();
+  args.part_limit = part_limit_for(kv);
   args.max_parts = device::decode_parts_bound(summary.max_decode_context, args.part_limit);
   if (summary.decode_rows > 0) {
     // Partials of every (row, head, part); rows that are not decode rows leave theirs unused.

@@ -76,8 +76,9 @@ void argmax(const Tensor& x, Tensor& out);  // F32[M, N] -> I32[M]
 void softcap(Tensor& x, float cap);         // F32[M, N]
 
 // Decode attention splits a row's keys into at most this many parts (split-K); a process-wide
-// setting, for benchmarks (`ringlm bench --decode-parts`). Any value keeps a row's bits
-// independent of the batch; the default is device::kMaxParts (128).
+// override of the per-format choice (attention.cu part_limit_for), for benchmarks
+// (`ringlm bench --decode-parts`); 0, the default, keeps the per-format choice. Any value keeps
+// a row's bits independent of the batch.
 void set_decode_part_limit(int parts);
 int decode_part_limit();
 

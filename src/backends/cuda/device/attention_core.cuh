@@ -61,8 +61,7 @@ __device__ __forceinline__ void attend(const AttnArgs& a, const Kv& kv, int t, i
   float m = -INFINITY, l = 0.0f;
   for (int i = begin + warp; i < end; i += kWarps) {
     const int j = keys.position(i);
-    const int64_t slot =
-        static_cast<int64_t>(table[j / a.block_tokens]) * a.block_tokens + j % a.block_tokens;
+    const int64_t slot = kv_slot(a, table, j);
     const int64_t row = slot * a.kv_heads + g;
     float dot = 0.0f, vr[kChunks];
 #pragma unroll

@@ -89,8 +89,7 @@ __global__ void __launch_bounds__(kDecodeThreads, kG <= 4 ? 4 : 2)
 
   auto kv_row = [&](int i) {
     const int p = keys.position(i);
-    const int64_t slot =
-        static_cast<int64_t>(table[p / a.block_tokens]) * a.block_tokens + p % a.block_tokens;
+    const int64_t slot = kv_slot(a, table, p);
     return slot * a.kv_heads + kvh;
   };
   // Scores are kept in log2 units (exp2 is one instruction). The reference m[g] moves only when

@@ -125,8 +125,7 @@ __global__ void __launch_bounds__(kG * 32)
       int p = INT32_MAX;
       if (i < count) {
         p = i < sinks ? i : lo + (i - sinks);
-        const int64_t slot =
-            static_cast<int64_t>(table[p / a.block_tokens]) * a.block_tokens + p % a.block_tokens;
+        const int64_t slot = kv_slot(a, table, p);
         const int64_t off = (slot * a.kv_heads + kvh) * kD + chunk * 8;
         kx = *reinterpret_cast<const uint4*>(kc + off);
         vx = *reinterpret_cast<const uint4*>(vc + off);

@@ -76,4 +76,17 @@ __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
 }
 
+// Byte permute (prmt.b32): byte k of the result is byte selector[4k .. 4k + 3] of b:a.
+__device__ __forceinline__ uint32_t prmt(uint32_t a, uint32_t b, uint32_t selector) {
+  uint32_t d;
+  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(selector));
+  return d;
+}
+__device__ __forceinline__ __half2 as_half2(uint32_t x) {
+  return *reinterpret_cast<const __half2*>(&x);
+}
+__device__ __forceinline__ uint32_t as_u32(__half2 x) {
+  return *reinterpret_cast<const uint32_t*>(&x);
+}
+
 }  // namespace ringlm::cuda::device
