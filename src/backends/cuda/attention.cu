@@ -44,16 +44,16 @@ using device::AttnArgs;
 std::atomic<int> g_decode_part_limit{0};  // 0: part_limit_for's per-format choice
 
 // The decode split's part limit for K/V stored like `kv` (H200, Llama-3.1-8B shape,
-// docs/benchmarks.md): long parts amortize a block's set-up and merge, many parts keep the SMs
-// busy at small batches. 16-bit K/V on tensor cores: 32 (4k context, B = 1..32: 1.07-1.27x the
-// tokens/s of 128; 32k: 1.03-1.06x); TurboQuant k8v3: 64 (its per-key decode is slower, so it
-// needs more blocks at batch 1: 32 parts lost 8 % there); the other formats: 128. A limit that
+// docs/benchmarks.md, "Decode part limit"): long parts amortize a block's set-up and merge, more
+// parts keep the SMs busy. 16-bit K/V: 17 (their decode streams near the bandwidth with about
+// one block per SM at batch 1; at 32k 17 parts beat 5, 9, 33 and 65, at 4k 65). TurboQuant k8v3:
+// 33 (beat 17, 47 and 65). Others: 65, the part counts they were measured with. A limit that
 // depends only on the format keeps a row's bits independent of the batch.
 int part_limit_for(const ops::KvLayerView& kv) {
   if (const int forced = g_decode_part_limit.load(); forced > 0) return forced;
-  if (kv.dense() && kv.k.dtype != DType::F32) return 32;
-  if (kv.turbo() && kv.bits == 8 && kv.value_bits == 3) return 64;
-  return device::kMaxParts;
+  if (kv.dense() && kv.k.dtype != DType::F32) return 17;
+  if (kv.turbo() && kv.bits == 8 && kv.value_bits == 3) return 33;
+  return 65;
 }
 
 // drows: device tables; its query_pos_begin / end choose the queries computed.

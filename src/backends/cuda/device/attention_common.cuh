@@ -84,15 +84,15 @@ struct VisibleKeys {
 
 // Decode queries are split into parts of `split` visible keys (flash decoding). The split depends
 // only on the query's own key count, never on the batch, so a row's bits do not either: the
-// smallest kMinSplit·2^k that gives at most part_limit parts (per K/V format: attention.cu
-// part_limit_for, at most kMaxParts unless cuda::set_decode_part_limit overrides it). Short
-// contexts get 64-key parts (several blocks per kv head even at batch 1); long ones up to
-// part_limit blocks per kv head.
-constexpr int kMinSplit = 64, kMaxParts = 128;
+// smallest multiple of kMinSplit that gives at most part_limit parts (per K/V format:
+// attention.cu part_limit_for, or cuda::set_decode_part_limit's override). Short contexts get
+// 64-key parts (several blocks per kv head even at batch 1); long ones up to part_limit blocks per
+// kv head.
+constexpr int kMinSplit = 64;
 __host__ __device__ inline int decode_split(int count, int part_limit) {
-  int split = kMinSplit;
-  while ((count + split - 1) / split > part_limit) split *= 2;
-  return split;
+  const int keys = (count + part_limit - 1) / part_limit;
+  const int split = (keys + kMinSplit - 1) / kMinSplit * kMinSplit;
+  return split > kMinSplit ? split : kMinSplit;
 }
 __host__ __device__ inline int decode_parts(int count, int part_limit) {
   const int split = decode_split(count, part_limit);
