@@ -237,11 +237,14 @@ test('a client that disconnects mid-stream gets its request cancelled and KV fre
   const stream = await openai.chat.completions.create(
     { ...greedy, messages: hello, max_tokens: 900, stream: true }, { signal: controller.signal });
   let chunks = 0;
-  // The client ends the iteration quietly on abort.
+  // Abort after 5 chunks and stop reading (chunks already buffered by the client could still be
+  // yielded after the abort: the CI once saw 11).
   for await (const _ of stream) {
-    if (++chunks === 5) controller.abort();
+    if (++chunks === 5) {
+      controller.abort();
+      break;
+    }
   }
-  assert.equal(chunks, 5);
   const m = await waitIdle();
   assert.equal(m.value('ringlm_kv_blocks_used'), 0, m.text);
   assert.equal(m.value('ringlm_requests_running'), 0, m.text);
