@@ -3,8 +3,8 @@
 // un-rotation of only the quantized range's rows. Oracles: the GPU's own bf16 run for the
 // positions before S (bitwise: the same kernels over the same K/V, and each query's attention
 // depends only on its own keys), the CPU's run with the same S for every position (as close as
-// the plain quantized format's GPU and CPU runs are), and differing from both plain runs after S (the
-// transition happened).
+// the plain quantized format's GPU and CPU runs are), and differing from both plain runs after S
+// (the transition happened).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -80,8 +80,8 @@ TEST(GpuKvQuantStart, BeforeSIsBf16AndEveryPositionMatchesTheCpu) {
       // The GPU agrees with the CPU as well as it does for the plain quantized format: K/V
       // quantized from GEMM outputs that differ in the last bits can land on a neighbouring
       // code (int4: a step of 1/15 of the group's range), which bf16's 2e-2 does not cover.
-      const float plain_error = testing::worst_relative_error(
-          flat(quantized), flat(quantized_on_cpu), gpu->vocab_size());
+      const float plain_error =
+          testing::worst_relative_error(flat(quantized), flat(quantized_on_cpu), gpu->vocab_size());
       EXPECT_LE(testing::worst_relative_error(flat(with_s), flat(on_cpu), gpu->vocab_size()),
                 std::max(2e-2f, 1.5f * plain_error))
           << "plain format's error " << plain_error;
