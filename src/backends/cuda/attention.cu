@@ -44,8 +44,8 @@ using device::AttnArgs;
 std::atomic<int> g_decode_part_limit{0};  // 0: part_limit_for's per-format choice
 
 // The decode split's part limit for K/V stored like `kv` (H200, Llama-3.1-8B shape,
-// docs/benchmarks.md, "Decode part limit"): long parts amortize a block's set-up and merge, more
-// parts keep the SMs busy. 16-bit K/V: 17 (their decode streams near the bandwidth with about
+// docs/benchmarks.md, "Decode parts per query"): long parts amortize a block's set-up and merge,
+// more parts keep the SMs busy. 16-bit K/V: 17 (their decode streams near the bandwidth with about
 // one block per SM at batch 1; at 32k 17 parts beat 5, 9, 33 and 65, at 4k 65). TurboQuant k8v3:
 // 33 (beat 17, 47 and 65). Others: 65, the part counts they were measured with. A limit that
 // depends only on the format keeps a row's bits independent of the batch.
