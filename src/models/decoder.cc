@@ -157,16 +157,22 @@ void attention_block(const AttentionWeights& w, const AttentionBlockConfig& conf
   const int64_t heads = b.q.size(1) / view.head_dim(), kv_heads = view.kv_heads(),
                 dim = view.head_dim();
   const Tensor positions = plan.positions();
-  ops::matmul(in, w.q, w.q_bias, b.q);
+  if (step.writes_kv) {
+    // q, k and v in one op (one launch of the CUDA decode GEMV); a shared-KV layer reads its
+    // donor's K/V instead.
+    const ops::MatmulTarget qkv[] = {
+        {&w.q, &w.q_bias, &b.q}, {&w.k, &w.k_bias, &b.k}, {&w.v, &w.v_bias, &b.v}};
+    ops::matmul_many(in, qkv);
+  } else {
+    ops::matmul(in, w.q, w.q_bias, b.q);
+  }
   if (!w.q_norm.empty()) {
     Tensor q_rows = b.q.reshape({tokens * heads, dim});
     ops::rms_norm(q_rows, w.q_norm, config.qk_norm, q_rows);
   }
   Tensor q_heads = b.q.reshape({tokens, heads, dim});
   ops::rope(q_heads, positions, *config.rope);
-  if (step.writes_kv) {  // a shared-KV layer reads its donor's K/V instead
-    ops::matmul(in, w.k, w.k_bias, b.k);
-    ops::matmul(in, w.v, w.v_bias, b.v);
+  if (step.writes_kv) {
     if (!w.k_norm.empty()) {
       Tensor k_rows = b.k.reshape({tokens * kv_heads, dim});
       ops::rms_norm(k_rows, w.k_norm, config.qk_norm, k_rows);
@@ -198,8 +204,9 @@ void attention_block(const AttentionWeights& w, const AttentionBlockConfig& conf
 
 void mlp_block(const MlpWeights& w, ops::Activation activation, StepBuffers& b, const Tensor& in,
                Tensor& out) {
-  ops::matmul(in, w.gate, w.gate_bias, b.gate);
-  ops::matmul(in, w.up, w.up_bias, b.up);
+  const ops::MatmulTarget gate_up[] = {{&w.gate, &w.gate_bias, &b.gate},
+                                       {&w.up, &w.up_bias, &b.up}};
+  ops::matmul_many(in, gate_up);
   ops::gated_activation(b.gate, b.up, activation, b.gate);
   ops::matmul(b.gate, w.down, w.down_bias, out);
 }

@@ -18,6 +18,8 @@ void check_rows(const Tensor& t, const char* what);
 void check_contiguous(const Tensor& t, const char* what);
 // The byte ranges of a and b do not overlap (for outputs that must not alias an input).
 void check_no_overlap(const Tensor& a, const Tensor& b, const char* what);
+// matmul's argument checks (ops/matmul.cc); returns the tensors' device.
+Device check_matmul(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& y);
 // a and b are the same view (in-place use), or do not overlap.
 void check_same_or_disjoint(const Tensor& a, const Tensor& b, const char* what);
 

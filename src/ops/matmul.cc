@@ -8,25 +8,34 @@
 
 namespace ringlm::ops {
 
-void matmul(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& y) {
-  [[maybe_unused]] const Device dev = detail::device_of("matmul", {&x, &w, &bias, &y});
+namespace detail {
+
+Device check_matmul(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& y) {
+  const Device dev = device_of("matmul", {&x, &w, &bias, &y});
   check_dtype(x, DType::F32, "matmul x");
   check_shape(x, {-1, -1}, "matmul x");
-  detail::check_float_storage(w, "matmul w");
+  check_float_storage(w, "matmul w");
   check_shape(w, {-1, x.shape[1]}, "matmul w");
-  detail::check_contiguous(w, "matmul w");
+  check_contiguous(w, "matmul w");
   const int64_t n = w.shape[0];
   if (!bias.empty()) {
-    detail::check_float_storage(bias, "matmul bias");
+    check_float_storage(bias, "matmul bias");
     check_shape(bias, {n}, "matmul bias");
-    detail::check_contiguous(bias, "matmul bias");
+    check_contiguous(bias, "matmul bias");
   }
   check_dtype(y, DType::F32, "matmul y");
   check_shape(y, {x.shape[0], n}, "matmul y");
-  detail::check_rows(x, "matmul x");
-  detail::check_rows(y, "matmul y");
-  detail::check_no_overlap(y, x, "matmul y");
-  detail::check_no_overlap(y, w, "matmul y");
+  check_rows(x, "matmul x");
+  check_rows(y, "matmul y");
+  check_no_overlap(y, x, "matmul y");
+  check_no_overlap(y, w, "matmul y");
+  return dev;
+}
+
+}  // namespace detail
+
+void matmul(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& y) {
+  [[maybe_unused]] const Device dev = detail::check_matmul(x, w, bias, y);
 #ifdef RINGLM_HAS_CUDA
   if (dev == Device::CUDA) return cuda::matmul(x, w, bias, y);
 #endif

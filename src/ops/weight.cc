@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <sstream>
+#include <vector>
 
 #include "backends/cpu/cpu_ops.h"
 #ifdef RINGLM_HAS_CUDA
@@ -58,6 +59,24 @@ void check_quantized(const QuantizedMatrix& q, const char* what) {
   }
   check_dtype(q.biases, q.scales.dtype, (w + " biases").c_str());
   detail::device_of(what, {&q.codes, &q.scales, &q.biases});
+}
+
+void matmul_many(const Tensor& x, std::span<const MatmulTarget> targets) {
+#ifdef RINGLM_HAS_CUDA
+  if (x.device == Device::CUDA && targets.size() > 1) {
+    std::vector<cuda::GemvTarget> gemv;
+    for (const MatmulTarget& t : targets) {
+      if (t.w->is_quantized()) break;
+      detail::check_matmul(x, t.w->dense(), *t.bias, *t.y);
+      gemv.push_back({&t.w->dense(), t.bias, t.y});
+    }
+    if (gemv.size() == targets.size() && cuda::gemv_many_applies(x, gemv)) {
+      cuda::gemv_many(x, gemv);
+      return;
+    }
+  }
+#endif
+  for (const MatmulTarget& t : targets) matmul(x, *t.w, *t.bias, *t.y);
 }
 
 void matmul(const Tensor& x, const Weight& w, const Tensor& bias, Tensor& y) {

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 
 #include "core/tensor.h"
@@ -63,6 +64,18 @@ void matmul(const Tensor& x,     // F32[M, K]
             const Weight& w,     // [N, K]
             const Tensor& bias,  // F32|BF16|F16[N] or empty
             Tensor& y);          // F32[M, N]
+
+// One input, several weights: y_i = x · w_iᵀ (+ bias_i), each exactly as matmul(x, w_i, bias_i,
+// y_i) — bit for bit — so that a backend can run them as one launch (CUDA: the decode GEMV over
+// up to three 16-bit weights, e.g. the q, k and v projections). bias may point to an empty
+// tensor.
+struct MatmulTarget {
+  const Weight* w;     // [N_i, K]
+  const Tensor* bias;  // F32|BF16|F16[N_i] or empty
+  Tensor* y;           // F32[M, N_i]
+};
+void matmul_many(const Tensor& x,  // F32[M, K]
+                 std::span<const MatmulTarget> targets);
 
 // out[m] = table[ids[m]] · scale, as ops::embedding, for a dense or quantized table: a quantized
 // row dequantizes to f32 (rounded as above), then is multiplied by scale.

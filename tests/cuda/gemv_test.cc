@@ -11,6 +11,7 @@
 #include "op_checks.h"
 #include "ops/ops.h"
 #include "ops/reference.h"
+#include "ops/weight.h"
 
 namespace ringlm::ops {
 namespace {
@@ -132,6 +133,71 @@ TEST(CudaGemv, BatchInvariantUpToTheRowBound) {
         ASSERT_TRUE(
             testing::bitwise_equal(yh.t().slice_rows(i, i + 1), alone[static_cast<size_t>(i)].t()))
             << testing::dtype_label(wt) << " row " << i << " of " << rows;
+      }
+    }
+  }
+}
+
+// Narrow matmuls (N <= 2048) run 2 columns per block, wider ones 4: an output's bits must not
+// depend on which. The first 2048 weight rows of a 2050-column matmul equal a 2048-column one.
+TEST(CudaGemv, ColumnsPerBlockDoNotChangeBits) {
+  RINGLM_REQUIRE_GPU();
+  for (DType wt : kGemvTypes) {
+    for (int64_t M = 1; M <= cuda::kGemvMaxRows; ++M) {
+      const int64_t K = 1032, narrow = 2048, wide = 2050;
+      Owned x(DType::F32, {M, K}), w(wt, {wide, K});
+      testing::fill_uniform(x, 21);
+      testing::fill_uniform(w, 22);
+      OnDevice dx(x), dw(w), y_narrow(DType::F32, {M, narrow}), y_wide(DType::F32, {M, wide});
+      matmul(dx.t(), dw.t().slice_rows(0, narrow), Tensor(), y_narrow.t());
+      matmul(dx.t(), dw.t(), Tensor(), y_wide.t());
+      const Owned a = y_narrow.to_host(), b = y_wide.to_host();
+      for (int64_t m = 0; m < M; ++m) {
+        for (int64_t n = 0; n < narrow; ++n) {
+          ASSERT_EQ(a.f(m * narrow + n), b.f(m * wide + n))
+              << testing::dtype_label(wt) << " M=" << M << " n=" << n;
+        }
+      }
+    }
+  }
+}
+
+// matmul_many over 16-bit weights runs them as one GEMV launch (cuda::gemv_many): each output
+// equals its separate matmul bit for bit — q/k/v-like shapes (N = 2048, 512) and an odd N, with
+// and without bias. With an f32 weight among them (which the GEMV does not serve) the targets go
+// back to separate matmuls: still equal.
+TEST(CudaGemv, ManyEqualsSeparateBitwise) {
+  RINGLM_REQUIRE_GPU();
+  for (DType wt : kGemvTypes) {
+    for (bool with_f32 : {false, true}) {
+      for (int64_t M = 1; M <= cuda::kGemvMaxRows; ++M) {
+        SCOPED_TRACE(::testing::Message()
+                     << testing::dtype_label(wt) << " M=" << M << " f32 target=" << with_f32);
+        const int64_t K = 1032;
+        Owned x(DType::F32, {M, K}), w0(wt, {2048, K}), w1(wt, {37, K}),
+            w2(with_f32 ? DType::F32 : wt, {512, K}), b0(DType::BF16, {2048}),
+            b2(DType::F32, {512});
+        testing::fill_uniform(x, 31);
+        testing::fill_uniform(w0, 32);
+        testing::fill_uniform(w1, 33);
+        testing::fill_uniform(w2, 34);
+        testing::fill_uniform(b0, 35);
+        testing::fill_uniform(b2, 36);
+        OnDevice dx(x), dw0(w0), dw1(w1), dw2(w2), db0(b0), db2(b2);
+        OnDevice y0(DType::F32, {M, 2048}), y1(DType::F32, {M, 37}), y2(DType::F32, {M, 512});
+        OnDevice s0(DType::F32, {M, 2048}), s1(DType::F32, {M, 37}), s2(DType::F32, {M, 512});
+        const Weight wa(dw0.t()), wb(dw1.t()), wc(dw2.t());
+        const Tensor ba = db0.t(), bb, bc = db2.t();
+        Tensor ya = y0.t(), yb = y1.t(), yc = y2.t();
+        const MatmulTarget targets[] = {{&wa, &ba, &ya}, {&wb, &bb, &yb}, {&wc, &bc, &yc}};
+        matmul_many(dx.t(), targets);
+        Tensor sa = s0.t(), sb = s1.t(), sc = s2.t();
+        matmul(dx.t(), wa, ba, sa);
+        matmul(dx.t(), wb, bb, sb);
+        matmul(dx.t(), wc, bc, sc);
+        EXPECT_TRUE(testing::bitwise_equal(y0.to_host().t(), s0.to_host().t()));
+        EXPECT_TRUE(testing::bitwise_equal(y1.to_host().t(), s1.to_host().t()));
+        EXPECT_TRUE(testing::bitwise_equal(y2.to_host().t(), s2.to_host().t()));
       }
     }
   }

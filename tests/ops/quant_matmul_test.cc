@@ -121,6 +121,33 @@ TEST(QuantMatmul, StridedRows) {
     for (int64_t n = 0; n < N; ++n) ASSERT_EQ(y.row<float>(m)[n], ref.f(m * N + n));
 }
 
+// matmul_many (the decoder's q/k/v and gate/up) equals separate matmul calls bit for bit, dense
+// and quantized weights mixed, and reports a bad target as matmul does.
+TEST(MatmulMany, EqualsSeparateMatmulsAndChecksEachTarget) {
+  const int64_t M = 3, K = 128;
+  const QuantFixture q(9, K, 4, 64, DType::BF16, 21);
+  Owned x(DType::F32, {M, K}), dense(DType::BF16, {5, K}), bias(DType::F32, {9});
+  testing::fill_uniform(x, 22);
+  testing::fill_uniform(dense, 23);
+  testing::fill_uniform(bias, 24);
+  const Weight wq = Weight::quantized(q.q), wd(dense.t());
+  const Tensor no_bias, b = bias.t();
+  Owned y0(DType::F32, {M, 9}), y1(DType::F32, {M, 5}), s0(DType::F32, {M, 9}),
+      s1(DType::F32, {M, 5});
+  Tensor t0 = y0.t(), t1 = y1.t();
+  const MatmulTarget targets[] = {{&wq, &b, &t0}, {&wd, &no_bias, &t1}};
+  matmul_many(x.t(), targets);
+  matmul(x.t(), wq, b, s0.t());
+  matmul(x.t(), wd, no_bias, s1.t());
+  EXPECT_TRUE(testing::bitwise_equal(y0.t(), s0.t()));
+  EXPECT_TRUE(testing::bitwise_equal(y1.t(), s1.t()));
+
+  Owned wrong(DType::F32, {M, 4});
+  Tensor bad = wrong.t();
+  const MatmulTarget bad_targets[] = {{&wq, &b, &t0}, {&wd, &no_bias, &bad}};
+  EXPECT_THROW(matmul_many(x.t(), bad_targets), Error);
+}
+
 TEST(QuantEmbedding, DequantizesTheLookedUpRowsExactly) {
   for (int bits : kBits) {
     for (int group : kGroups) {

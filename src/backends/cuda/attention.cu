@@ -98,11 +98,14 @@ void run_attention(const Tensor& q, const ops::KvLayerView& kv, const ops::Atten
     args.part_ml = scratch;
     args.part_acc = scratch + 2 * slots;
   }
+  // TurboQuant: the kernels accumulate rotated values. In a step of decode rows only, the merge
+  // of the split-K parts un-rotates each row it writes; otherwise a pass over the output does.
+  const bool merge_unrotates = kv.turbo() && summary.other_rows == 0 && summary.decode_rows > 0;
+  if (merge_unrotates) args.merge_unrotate_signs = turbo_signs_on_device(static_cast<int>(D));
   device::with_kv_reader(kv, [&](const auto& reader) {
     attention_detail::launch_for_format(args, reader, summary, T, ctx.stream());
   });
-  // TurboQuant: the kernels accumulated rotated values; un-rotate each output row they wrote.
-  if (kv.turbo()) {
+  if (kv.turbo() && !merge_unrotates) {
     TokenPositions only;
     if (!drows.all_queries()) {
       only.query_start = drows.query_start;

@@ -8,6 +8,9 @@
 // This header is plain C++ (no CUDA headers), so host code compiled by g++ can include it.
 #pragma once
 
+#include <cstdint>
+#include <span>
+
 #include "core/tensor.h"
 #include "ops/ops.h"
 #include "ops/weight.h"
@@ -24,6 +27,22 @@ void matmul(const Tensor& x,     // F32[M, K], rows may be strided
             const Tensor& w,     // F32|BF16|F16[N, K] contiguous
             const Tensor& bias,  // F32|BF16|F16[N] or empty
             Tensor& y);          // F32[M, N], rows may be strided
+
+// Several matmuls of one x (M <= 2 rows) with BF16/F16 weights of one dtype as one launch of the
+// decode GEMV (gemv.cu): bit for bit the separate cuda::matmul calls, which would run the same
+// GEMV one matrix at a time (the q, k and v projections of a decode step: one launch instead of
+// three, and enough blocks to fill the GPU where k and v alone give half a wave). The caller ran
+// ops::detail::check_matmul on each target.
+constexpr int kGemvMaxTargets = 3;
+struct GemvTarget {
+  const Tensor* w;     // BF16|F16[N_i, K] contiguous
+  const Tensor* bias;  // F32|BF16|F16[N_i] or empty
+  Tensor* y;           // F32[M, N_i], rows may be strided
+};
+bool gemv_many_applies(const Tensor& x,  // F32[M, K]
+                       std::span<const GemvTarget> targets);
+void gemv_many(const Tensor& x,  // F32[M, K], rows may be strided
+               std::span<const GemvTarget> targets);
 
 // MLX affine-quantized w (ops/weight.h; the caller ran ops::check_quantized). Precision — not the
 // CPU's bit-exact "dense matmul on dequant(w)", but within f32 rounding of it:

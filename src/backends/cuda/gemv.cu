@@ -1,13 +1,18 @@
 // The decode GEMV: y = x · wᵀ (+ bias) for M <= kGemvMaxRows rows and BF16/F16 weights, streaming
 // w once at close to HBM bandwidth (gemv.h says why M <= 2 and what the precision is).
 //
-// A block owns kCols = 4 output columns and all M rows. Its 256 threads split K into chunks of 8
-// values (one 16-byte load per weight row): thread t takes chunks t, t + 256, ... Per chunk it
-// loads the 4 columns' weights (two chunks at a time, so 8 loads are in flight before the first
-// use), x's 8 values of each row (f32, L1/L2-resident, rounded to the weights' dtype in
-// registers) and accumulates M × 4 FMA chains. The block then reduces the 256 partial sums of each
-// output in a fixed order (device/gemv_common.cuh). N = 1024 gives 256 blocks: two per SM.
+// One launch can serve up to kGemvMaxTargets weight matrices of one x (gemv_many: the q, k and v
+// projections, or gate and up): each gets its own blocks. A block owns C output columns (4; 2 when
+// N <= 2048, so that the k and v projections of GQA models, N = 1024, fill the GPU: 512 blocks
+// instead of half a wave of 256) and all M rows. Its 256 threads split K into chunks of 8 values
+// (one 16-byte load per weight row): thread t takes chunks t, t + 256, ... Per chunk it loads the C
+// columns' weights (two chunks at a time, so 2·C loads are in flight before the first use), x's 8
+// values of each row (f32, L1/L2-resident, rounded to the weights' dtype in registers) and
+// accumulates M × C FMA chains. The block then reduces the 256 partial sums of each output in a
+// fixed order (device/gemv_common.cuh). A column's sums do not depend on C or on the other matrices
+// of the launch: its bits are the same either way.
 #include <cstdint>
+#include <span>
 
 #include "backends/cuda/cuda_ops.h"
 #include "backends/cuda/device/common.cuh"
@@ -21,18 +26,26 @@ namespace {
 using device::AnyFloat;
 
 constexpr int kThreads = 256;
-constexpr int kCols = 4;
-constexpr int kChunk = 8;  // weights per 16-byte load
+constexpr int kChunk = 8;           // weights per 16-byte load
+constexpr int64_t kNarrowN = 2048;  // N up to this: 2 columns per block, else 4
 
-struct GemvArgs {
-  const float* x;  // F32[M, K], row stride ldx
-  int64_t ldx;
-  bool x_vec;     // every x row 16-byte aligned: float4 loads
+// One weight matrix of a launch: its blocks are [first_block, next segment's first_block).
+struct GemvSegment {
   const void* w;  // T[N, K]
   AnyFloat bias;  // [N] or null
   float* y;       // F32[M, N], row stride ldy
   int64_t ldy;
-  int64_t N, K;
+  int64_t N;
+  int64_t first_block;
+};
+
+struct GemvArgs {
+  const float* x;  // F32[M, K], row stride ldx
+  int64_t ldx;
+  bool x_vec;  // every x row 16-byte aligned: float4 loads
+  int64_t K;
+  int segments;
+  GemvSegment seg[kGemvMaxTargets];
 };
 
 // The two T values packed in a 32-bit word, widened exactly to f32.
@@ -46,7 +59,7 @@ __device__ __forceinline__ void widen2(uint32_t v, __half*, float& lo, float& hi
 }
 
 // acc[m][c] += Σ_j x[m][j]·w[c][j] for one chunk, j in order (each a single FMA chain).
-template <typename T, int M>
+template <typename T, int M, int kCols>
 __device__ __forceinline__ void accumulate_chunk(const GemvArgs& a, int64_t chunk,
                                                  const uint4 (&wv)[kCols], float (&acc)[M][kCols]) {
   float wf[kCols][kChunk];
@@ -71,17 +84,20 @@ __device__ __forceinline__ void accumulate_chunk(const GemvArgs& a, int64_t chun
   }
 }
 
-template <typename T, int M>
+template <typename T, int M, int kCols>
 __global__ void __launch_bounds__(kThreads, 2) gemv_kernel(GemvArgs a) {
   __shared__ float partials[(kThreads / 32) * M * kCols];
-  const int64_t n0 = blockIdx.x * int64_t{kCols};
+  int s = 0;  // this block's weight matrix
+  while (s + 1 < a.segments && int64_t{blockIdx.x} >= a.seg[s + 1].first_block) ++s;
+  const GemvSegment& seg = a.seg[s];
+  const int64_t n0 = (blockIdx.x - seg.first_block) * int64_t{kCols};
   const int64_t chunks = a.K / kChunk;
-  // Columns past N (last block only) re-read column N - 1 and are never stored.
+  // Columns past N (the segment's last block only) re-read column N - 1 and are never stored.
   const uint4* rows[kCols];
 #pragma unroll
   for (int c = 0; c < kCols; ++c) {
-    const int64_t n = n0 + c < a.N ? n0 + c : a.N - 1;
-    rows[c] = reinterpret_cast<const uint4*>(static_cast<const T*>(a.w) + n * a.K);
+    const int64_t n = n0 + c < seg.N ? n0 + c : seg.N - 1;
+    rows[c] = reinterpret_cast<const uint4*>(static_cast<const T*>(seg.w) + n * a.K);
   }
   float acc[M][kCols];
 #pragma unroll
@@ -99,16 +115,31 @@ __global__ void __launch_bounds__(kThreads, 2) gemv_kernel(GemvArgs a) {
       w0[c] = __ldcs(rows[c] + ch);  // streamed once: evict-first
       w1[c] = second ? __ldcs(rows[c] + ch2) : make_uint4(0, 0, 0, 0);
     }
-    accumulate_chunk<T, M>(a, ch, w0, acc);
-    if (second) accumulate_chunk<T, M>(a, ch2, w1, acc);
+    accumulate_chunk<T, M, kCols>(a, ch, w0, acc);
+    if (second) accumulate_chunk<T, M, kCols>(a, ch2, w1, acc);
   }
-  device::reduce_tile_to_y<M, kCols, kThreads>(acc, partials, n0, a.N, a.bias, a.y, a.ldy);
+  device::reduce_tile_to_y<M, kCols, kThreads>(acc, partials, n0, seg.N, seg.bias, seg.y, seg.ldy);
+}
+
+template <typename T, int M, int kCols>
+void launch_cols(GemvArgs a, cudaStream_t stream) {
+  int64_t blocks = 0;
+  for (int s = 0; s < a.segments; ++s) {
+    a.seg[s].first_block = blocks;
+    blocks += (a.seg[s].N + kCols - 1) / kCols;
+  }
+  gemv_kernel<T, M, kCols><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(a);
 }
 
 template <typename T, int M>
 void launch(const GemvArgs& a, cudaStream_t stream) {
-  const auto blocks = static_cast<unsigned>((a.N + kCols - 1) / kCols);
-  gemv_kernel<T, M><<<blocks, kThreads, 0, stream>>>(a);
+  int64_t N = 0;
+  for (int s = 0; s < a.segments; ++s) N += a.seg[s].N;
+  if (N <= kNarrowN) {
+    launch_cols<T, M, 2>(a, stream);
+  } else {
+    launch_cols<T, M, 4>(a, stream);
+  }
 }
 
 template <typename T>
@@ -140,24 +171,43 @@ bool gemv_applies(const Tensor& x, const Tensor& w) {
          K % kChunk == 0 && aligned16(w.data);
 }
 
-void gemv(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& y) {
+bool gemv_many_applies(const Tensor& x, std::span<const GemvTarget> targets) {
+  if (targets.empty() || targets.size() > static_cast<size_t>(kGemvMaxTargets)) return false;
+  for (const GemvTarget& t : targets) {
+    if (!gemv_applies(x, *t.w) || t.w->dtype != targets[0].w->dtype) return false;
+  }
+  return true;
+}
+
+void gemv_many(const Tensor& x, std::span<const GemvTarget> targets) {
+  RINGLM_CHECK(gemv_many_applies(x, targets), "gemv_many: ", targets.size(),
+               " targets it does not serve");
   const int64_t M = x.shape[0], ldx = leading_dim(x);
-  GemvArgs a{x.ptr<const float>(),
-             ldx,
-             aligned16(x.data) && ldx % 4 == 0,
-             w.data,
-             AnyFloat{bias.empty() ? nullptr : bias.data, bias.dtype},
-             y.ptr<float>(),
-             leading_dim(y),
-             w.shape[0],
-             w.shape[1]};
+  GemvArgs a{};
+  a.x = x.ptr<const float>();
+  a.ldx = ldx;
+  a.x_vec = aligned16(x.data) && ldx % 4 == 0;
+  a.K = x.shape[1];
+  a.segments = static_cast<int>(targets.size());
+  for (size_t i = 0; i < targets.size(); ++i) {
+    const Tensor &w = *targets[i].w, &bias = *targets[i].bias;
+    Tensor& y = *targets[i].y;
+    a.seg[i] = GemvSegment{w.data,         AnyFloat{bias.empty() ? nullptr : bias.data, bias.dtype},
+                           y.ptr<float>(), leading_dim(y),
+                           w.shape[0],     0};
+  }
   cudaStream_t stream = Context::get().stream();
-  if (w.dtype == DType::BF16) {
+  if (targets[0].w->dtype == DType::BF16) {
     launch_rows<__nv_bfloat16>(M, a, stream);
   } else {
     launch_rows<__half>(M, a, stream);
   }
   check_launch("gemv_kernel");
+}
+
+void gemv(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& y) {
+  const GemvTarget one{&w, &bias, &y};
+  gemv_many(x, std::span<const GemvTarget>(&one, 1));
 }
 
 }  // namespace ringlm::cuda

@@ -34,11 +34,7 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32)
   float y[kSlots];
 #pragma unroll
   for (int c = 0; c < kSlots; ++c) y[c] = row[c * 32 + lane];
-  device::warp_fwht<kSlots>(y);
-  const float norm = device::turbo_norm(kDim);
-#pragma unroll
-  for (int c = 0; c < kSlots; ++c)
-    row[c * 32 + lane] = __fmul_rn(__fmul_rn(y[c], norm), signs[c * 32 + lane]);
+  device::store_unrotated<kSlots>(y, signs, row);
 }
 
 }  // namespace

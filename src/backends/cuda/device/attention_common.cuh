@@ -26,6 +26,9 @@ struct AttnArgs {
   int max_parts;                       // parts per decode query (stride of the partials)
   float* part_ml;                      // [num_rows, q_heads, max_parts, 2]: m, l
   float* part_acc;                     // [num_rows, q_heads, max_parts, D]
+  // TurboQuant decode-only steps: the merge also applies the deferred inverse rotation with these
+  // signs (F32[D], ±1; device/decode_merge.cuh); null: the caller un-rotates.
+  const float* merge_unrotate_signs;
 };
 
 __host__ __device__ inline bool query_wanted(const AttnArgs& a, int pos) {

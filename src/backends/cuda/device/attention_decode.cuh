@@ -19,6 +19,7 @@
 
 #include "backends/cuda/device/attention_common.cuh"
 #include "backends/cuda/device/common.cuh"
+#include "backends/cuda/device/decode_merge.cuh"
 #include "backends/cuda/device/kv_load.cuh"
 
 namespace ringlm::cuda::device {
@@ -222,38 +223,6 @@ __global__ void __launch_bounds__(kDecodeThreads, kG <= 4 ? 4 : 2)
     }
     a.part_acc[slot * D + d] = o;
   }
-}
-
-// Block (row · q_heads + head) merges the decode query's parts in order into out. A template (on
-// its block size) so that the translation units including this header share one definition.
-template <int kThreads>
-__global__ void __launch_bounds__(kThreads) grouped_decode_merge_kernel(const AttnArgs a) {
-  const int r = static_cast<int>(blockIdx.x) / a.q_heads;
-  const int h = static_cast<int>(blockIdx.x) % a.q_heads;
-  const int q0 = a.query_start[r];
-  if (a.query_start[r + 1] - q0 != 1 || !query_wanted(a, a.context_len[r] - 1)) return;
-  const VisibleKeys keys(a.context_len[r] - 1, a.window, a.sink_tokens);
-  const int parts = decode_parts(keys.count, a.part_limit);
-  const int64_t base = (static_cast<int64_t>(r) * a.q_heads + h) * a.max_parts;
-  float m_all = -INFINITY;
-  for (int p = 0; p < parts; ++p) m_all = fmaxf(m_all, a.part_ml[2 * (base + p)]);
-  float l_all = 0.0f;
-  for (int p = 0; p < parts; ++p)
-    l_all += a.part_ml[2 * (base + p) + 1] * expf(a.part_ml[2 * (base + p)] - m_all);
-  float* orow = a.out + (static_cast<int64_t>(q0) * a.q_heads + h) * a.head_dim;
-  for (int d = static_cast<int>(threadIdx.x); d < a.head_dim; d += kThreads) {
-    float o = 0.0f;
-    for (int p = 0; p < parts; ++p)
-      o += a.part_acc[(base + p) * a.head_dim + d] * expf(a.part_ml[2 * (base + p)] - m_all);
-    orow[d] = o / l_all;
-  }
-}
-
-// Merges every decode row's parts (args.part_ml/part_acc) into out.
-inline void launch_decode_merge(const AttnArgs& args, cudaStream_t stream) {
-  grouped_decode_merge_kernel<kDecodeThreads>
-      <<<static_cast<unsigned>(args.num_rows * args.q_heads), kDecodeThreads, 0, stream>>>(args);
-  check_launch("grouped_decode_merge_kernel");
 }
 
 template <typename Kv, int kLanes>

@@ -7,10 +7,13 @@
 //
 // Fragment layouts (lane = (g, c) = (lane / 4, lane % 4); a dot product does not depend on the
 // order of its terms, so each k-step takes whichever dims the lanes load contiguously):
-//   K: S = Q·Kᵀ's B operand for n-tile n is key 8n + g's codes. Lane c loads bytes 64j + 16c ..
-//      + 15 of the key row (one 16-byte load per chunk j, whole 64-byte spans per 4 lanes); word
-//      u of chunk j is k-step 4j + u: dims 64j + 16c + 4u + 0, 1 (b0) and + 2, 3 (b1). Q's
+//   K: S is computed transposed, Sᵀ = K·Qᵀ, with the tile's 16 keys as the mma's rows (one mma
+//      per k-step for all 16 keys, Q's fragments as the B operand, no padded rows): the A
+//      operand's rows g and g + 8 are keys g and g + 8 of the tile. Lane c loads bytes 64j + 16c
+//      .. + 15 of each of the two key rows (one 16-byte load per chunk j, whole 64-byte spans per
+//      4 lanes); word u of chunk j is k-step 4j + u: dims 64j + 16c + 4u + 0, 1 and + 2, 3. Q's
 //      fragments take the same dims. Those 16 dims sit in one 32-dim scale group, 2j + c / 2.
+//      The softmax is device/decode_tc_common.cuh's TcHeadColumnsSoftmax.
 //   V: Oᵀ += Vᵀ·Pᵀ's A operand pairs a dim of two keys (keys 2c, 2c + 1 and 2c + 8, 2c + 9: the
 //      keys of Pᵀ's B fragment). Lane g decodes dims kD/8 · g .. + kD/8 − 1 of those four keys
 //      (3·kD/64 contiguous bytes of each row, one scale group); m-tile i's rows g and g + 8 are
@@ -133,31 +136,39 @@ struct TurboK8V3Fragments {
     return raw;
   }
 
-  // S = Q·Kᵀ for the tile: s[n][0], s[n][1] = head g, keys 8n + 2c, 8n + 2c + 1.
+  // Sᵀ = K·Qᵀ for the tile (keys as the mma's rows: one m16n8k16 per k-step for all 16 keys, and
+  // Q's fragments are the B operand as they are): st[0], st[1] = key g, heads 2c, 2c + 1;
+  // st[2], st[3] = key g + 8.
   __device__ __forceinline__ void scores(const Raw& raw, const uint32_t (&qf)[kD / 16][2], int c,
-                                         float (&s)[2][4]) const {
+                                         float (&st)[4]) const {
     // Group 2j + c / 2 is word j's low or high half.
     const uint32_t pick_scale = (c & 2) ? 0x3232u : 0x1010u;
     const __half2 bias = __float2half2_rn(1152.0f);  // 1024 + 128: int8 code + 128 = byte ^ 0x80
+    st[0] = st[1] = st[2] = st[3] = 0.0f;
 #pragma unroll
-    for (int n = 0; n < 2; ++n) {
-      s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
+    for (int j = 0; j < kChunks; ++j) {
+      __half2 scale[2], zero_scaled[2];
 #pragma unroll
-      for (int j = 0; j < kChunks; ++j) {
+      for (int n = 0; n < 2; ++n) {
         // No key: scale 0, so k̂ = 0.
         const uint32_t key_mask = (raw.valid >> n) & 1u ? 0xFFFFFFFFu : 0u;
-        const __half2 scale = as_half2(prmt(raw.ks[n][j], 0u, pick_scale) & key_mask);
-        const __half2 zero_scaled = __hmul2(as_half2(prmt(raw.kz[n][j], 0u, pick_scale)), scale);
-        const uint32_t words[4] = {raw.k[n][j].x, raw.k[n][j].y, raw.k[n][j].z, raw.k[n][j].w};
+        scale[n] = as_half2(prmt(raw.ks[n][j], 0u, pick_scale) & key_mask);
+        zero_scaled[n] = __hmul2(as_half2(prmt(raw.kz[n][j], 0u, pick_scale)), scale[n]);
+      }
+      const uint32_t words[2][4] = {{raw.k[0][j].x, raw.k[0][j].y, raw.k[0][j].z, raw.k[0][j].w},
+                                    {raw.k[1][j].x, raw.k[1][j].y, raw.k[1][j].z, raw.k[1][j].w}};
 #pragma unroll
-        for (int u = 0; u < 4; ++u) {
-          const uint32_t x = words[u] ^ 0x80808080u;
+      for (int u = 0; u < 4; ++u) {
+        uint32_t a[4];  // rows g (key g) and g + 8 (key g + 8) × this k-step's dims
+#pragma unroll
+        for (int n = 0; n < 2; ++n) {
+          const uint32_t x = words[n][u] ^ 0x80808080u;
           const __half2 q01 = __hsub2(as_half2(prmt(x, 0x64646464u, 0x4140u)), bias);
           const __half2 q23 = __hsub2(as_half2(prmt(x, 0x64646464u, 0x4342u)), bias);
-          const uint32_t b0 = as_u32(__hfma2(q01, scale, zero_scaled));
-          const uint32_t b1 = as_u32(__hfma2(q23, scale, zero_scaled));
-          tc_scores<T, kD>(qf, 4 * j + u, b0, b1, s[n]);
+          a[n] = as_u32(__hfma2(q01, scale[n], zero_scaled[n]));
+          a[2 + n] = as_u32(__hfma2(q23, scale[n], zero_scaled[n]));
         }
+        mma16816<T>(st, a, qf[4 * j + u][0], qf[4 * j + u][1]);
       }
     }
   }
@@ -235,13 +246,13 @@ __global__ void __launch_bounds__(kTcDecodeThreads, TurboK8V3Fragments<kD>::kMin
   uint32_t qf[kD / 16][2];
   load_q_fragments<T, kD>(
       a, task, g, [c](int s, int h) { return 64 * (s / 4) + 16 * c + 4 * (s % 4) + 2 * h; }, qf);
-  TcOnlineSoftmax<T, kD> soft;
+  TcHeadColumnsSoftmax<T, kD> soft;
   auto row_of = [&](int t) { return task.row(a, task.tile_start(t) + (lane & (kTcKeys - 1))); };
   auto consume = [&](const typename Source::Raw& raw, int t) {
-    float s[2][4];
-    src.scores(raw, qf, c, s);
+    float st[4];
+    src.scores(raw, qf, c, st);
     uint32_t p[2];
-    soft.probabilities(a, s, task.tile_start(t), task.last, c, p);
+    soft.probabilities(a, st, task.tile_start(t), task.last, g, p);
     src.accumulate(raw, g, p, soft.o);
   };
 

@@ -103,6 +103,51 @@ __device__ __forceinline__ void tc_scores(const uint32_t (&qf)[kD / 16][2], int 
   mma16816<T>(acc, a, b0, b1);
 }
 
+// The block's result for its part: the warps merge in shared memory in warp order
+// (weight_w = 2^(m_w − m_all), 0 for a warp without keys) and write (m, l, acc) per head for
+// grouped_decode_merge_kernel, m in natural units. store_ml(m_row, l_row) puts this warp's m and
+// l of each head into m_row[head], l_row[head] (some lane per head); o_dim(i, h): the dim of the
+// Oᵀ m-tile i's row g (h = 0) or g + 8 (h = 1), whose columns are heads 2c, 2c + 1. Ends with the
+// block's shared memory reused: call after every warp is done with its tiles.
+template <int kD, typename StoreMl, typename ODims>
+__device__ __forceinline__ void tc_write_partials(const AttnArgs& a, const TcDecodeTask& task,
+                                                  unsigned char* smem, const float (&o)[kD / 16][4],
+                                                  StoreMl store_ml, ODims o_dim) {
+  const int warp = static_cast<int>(threadIdx.x) >> 5, lane = static_cast<int>(threadIdx.x) & 31;
+  const int c = lane & 3;
+  __syncthreads();  // every warp is done with its stages: the partials reuse the memory
+  auto& sh = *reinterpret_cast<TcPartials<kD>*>(smem);
+  store_ml(sh.m[warp], sh.l[warp]);
+#pragma unroll
+  for (int i = 0; i < kD / 16; ++i) {
+    sh.acc[warp][2 * c][o_dim(i, 0)] = o[i][0];
+    sh.acc[warp][2 * c + 1][o_dim(i, 0)] = o[i][1];
+    sh.acc[warp][2 * c][o_dim(i, 1)] = o[i][2];
+    sh.acc[warp][2 * c + 1][o_dim(i, 1)] = o[i][3];
+  }
+  __syncthreads();
+  for (int e = static_cast<int>(threadIdx.x); e < task.heads * kD; e += kTcDecodeThreads) {
+    const int hh = e / kD, d = e % kD;
+    float m_all = -INFINITY;
+#pragma unroll
+    for (int w = 0; w < kTcDecodeWarps; ++w) m_all = fmaxf(m_all, sh.m[w][hh]);
+    float l_all = 0.0f, out = 0.0f;
+#pragma unroll
+    for (int w = 0; w < kTcDecodeWarps; ++w) {
+      const float weight = exp2f(sh.m[w][hh] - m_all);
+      l_all += sh.l[w][hh] * weight;
+      out += sh.acc[w][hh][d] * weight;
+    }
+    const int64_t slot =
+        (static_cast<int64_t>(task.r) * a.q_heads + task.h0 + hh) * a.max_parts + task.part;
+    if (d == 0) {
+      a.part_ml[2 * slot] = m_all * kLn2;
+      a.part_ml[2 * slot + 1] = l_all;
+    }
+    a.part_acc[slot * kD + d] = out;
+  }
+}
+
 // The online softmax of one warp: Oᵀ fragments (m-tile i: o[i][0], o[i][1] = heads 2c, 2c + 1 of
 // the m-tile's row g; o[i][2], o[i][3] = of row g + 8; which dims those rows are is the kernel's),
 // and head g's m and l (l: this lane's share of the sum).
@@ -163,52 +208,114 @@ struct TcOnlineSoftmax {
     b[1] = pack2<T>(p[2], p[3]);
   }
 
-  // The block's result for its part: the warps merge in shared memory in warp order
-  // (weight_w = 2^(m_w − m_all), 0 for a warp without keys) and write (m, l, acc) per head for
-  // grouped_decode_merge_kernel, m in natural units. o_dim(i, h): the dim of m-tile i's row g
-  // (h = 0) or g + 8 (h = 1). Ends with the block's shared memory reused: call after every warp
-  // is done with its tiles.
+  // The block's partials (tc_write_partials): head g's m and l from lane (g, 0).
   template <typename ODims>
   __device__ __forceinline__ void write_partials(const AttnArgs& a, const TcDecodeTask& task,
                                                  unsigned char* smem, ODims o_dim) {
-    const int warp = static_cast<int>(threadIdx.x) >> 5, lane = static_cast<int>(threadIdx.x) & 31;
-    const int g = lane >> 2, c = lane & 3;
+    const int lane = static_cast<int>(threadIdx.x) & 31, g = lane >> 2, c = lane & 3;
     l += __shfl_xor_sync(kFullMask, l, 1);
     l += __shfl_xor_sync(kFullMask, l, 2);
-    __syncthreads();  // every warp is done with its stages: the partials reuse the memory
-    auto& sh = *reinterpret_cast<TcPartials<kD>*>(smem);
-    if (c == 0) {
-      sh.m[warp][g] = m;
-      sh.l[warp][g] = l;
+    tc_write_partials<kD>(
+        a, task, smem, o,
+        [&](float* m_row, float* l_row) {
+          if (c == 0) {
+            m_row[g] = m;
+            l_row[g] = l;
+          }
+        },
+        o_dim);
+  }
+};
+
+// The online softmax when S is computed transposed (Sᵀ = K·Qᵀ: the tile's 16 keys are the mma's
+// rows, the heads its columns, as in Oᵀ): lane (g, c) holds the scores of keys g and g + 8 for
+// heads 2c and 2c + 1 — the heads of its Oᵀ columns, so a rescale needs no shuffles — and those
+// heads' m and l (l: this lane's share). Same arithmetic as TcOnlineSoftmax otherwise.
+template <typename T, int kD>
+struct TcHeadColumnsSoftmax {
+  static constexpr int kSteps = kD / 16;
+  float o[kSteps][4];
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+
+  __device__ __forceinline__ TcHeadColumnsSoftmax() {
+#pragma unroll
+    for (int i = 0; i < kSteps; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
+  }
+
+  // st: Sᵀ of the tile starting at visible key i0 (st[0], st[1] = key g, heads 2c, 2c + 1;
+  // st[2], st[3] = key g + 8). Moves m when needed and returns Pᵀ as the B operand of
+  // Oᵀ += Vᵀ·Pᵀ (keys 2c, 2c + 1 of head g in b[0], keys 2c + 8, 2c + 9 in b[1]): the transposes
+  // (movmatrix) of the two 8×8 blocks keys × heads this lane holds a row of.
+  __device__ __forceinline__ void probabilities(const AttnArgs& a, const float (&st)[4], int i0,
+                                                int last, int g, uint32_t (&b)[2]) {
+    const bool capped = a.softcap > 0.0f;
+    float x[4] = {st[0], st[1], st[2], st[3]};
+    float tile_max[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      if (capped) x[j] = a.softcap * tanhf(x[j] / a.softcap) * kLog2e;
+      const int key = i0 + g + 8 * (j >> 1);
+      x[j] = key < last ? x[j] : -INFINITY;
+      tile_max[j & 1] = fmaxf(tile_max[j & 1], x[j]);
     }
 #pragma unroll
-    for (int i = 0; i < kSteps; ++i) {
-      sh.acc[warp][2 * c][o_dim(i, 0)] = o[i][0];
-      sh.acc[warp][2 * c + 1][o_dim(i, 0)] = o[i][1];
-      sh.acc[warp][2 * c][o_dim(i, 1)] = o[i][2];
-      sh.acc[warp][2 * c + 1][o_dim(i, 1)] = o[i][3];
+    for (int h = 0; h < 2; ++h) {
+#pragma unroll
+      for (int offset = 4; offset < 32; offset <<= 1)
+        tile_max[h] = fmaxf(tile_max[h], __shfl_xor_sync(kFullMask, tile_max[h], offset));
     }
-    __syncthreads();
-    for (int e = static_cast<int>(threadIdx.x); e < task.heads * kD; e += kTcDecodeThreads) {
-      const int hh = e / kD, d = e % kD;
-      float m_all = -INFINITY;
+    // Lazy rescaling as TcOnlineSoftmax (the first tile always moves m).
+    const bool move0 = tile_max[0] > m[0] + kTcRescaleLog2;
+    const bool move1 = tile_max[1] > m[1] + kTcRescaleLog2;
+    if (__any_sync(kFullMask, move0 || move1)) {
+      float corr[2];
 #pragma unroll
-      for (int w = 0; w < kTcDecodeWarps; ++w) m_all = fmaxf(m_all, sh.m[w][hh]);
-      float l_all = 0.0f, out = 0.0f;
-#pragma unroll
-      for (int w = 0; w < kTcDecodeWarps; ++w) {
-        const float weight = exp2f(sh.m[w][hh] - m_all);
-        l_all += sh.l[w][hh] * weight;
-        out += sh.acc[w][hh][d] * weight;
+      for (int h = 0; h < 2; ++h) {
+        const float m_new = (h == 0 ? move0 : move1) ? tile_max[h] : m[h];
+        corr[h] = exp2f(m[h] - m_new);  // 0 on the first move, 1 for heads that stay
+        m[h] = m_new;
+        l[h] *= corr[h];
       }
-      const int64_t slot =
-          (static_cast<int64_t>(task.r) * a.q_heads + task.h0 + hh) * a.max_parts + task.part;
-      if (d == 0) {
-        a.part_ml[2 * slot] = m_all * kLn2;
-        a.part_ml[2 * slot + 1] = l_all;
+#pragma unroll
+      for (int i = 0; i < kSteps; ++i) {
+        o[i][0] *= corr[0];
+        o[i][1] *= corr[1];
+        o[i][2] *= corr[0];
+        o[i][3] *= corr[1];
       }
-      a.part_acc[slot * kD + d] = out;
     }
+    float p[4];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      p[j] = exp2f(x[j] - m[j & 1]);
+      l[j & 1] += p[j];
+    }
+    b[0] = movmatrix_trans(pack2<T>(p[0], p[1]));
+    b[1] = movmatrix_trans(pack2<T>(p[2], p[3]));
+  }
+
+  // The block's partials (tc_write_partials): heads 2c, 2c + 1's m and l from lane (0, c).
+  template <typename ODims>
+  __device__ __forceinline__ void write_partials(const AttnArgs& a, const TcDecodeTask& task,
+                                                 unsigned char* smem, ODims o_dim) {
+    const int lane = static_cast<int>(threadIdx.x) & 31, g = lane >> 2, c = lane & 3;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+#pragma unroll
+      for (int offset = 4; offset < 32; offset <<= 1)
+        l[h] += __shfl_xor_sync(kFullMask, l[h], offset);
+    }
+    tc_write_partials<kD>(
+        a, task, smem, o,
+        [&](float* m_row, float* l_row) {
+          if (g == 0) {
+            m_row[2 * c] = m[0];
+            m_row[2 * c + 1] = m[1];
+            l_row[2 * c] = l[0];
+            l_row[2 * c + 1] = l[1];
+          }
+        },
+        o_dim);
   }
 };
 

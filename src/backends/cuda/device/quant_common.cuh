@@ -124,6 +124,20 @@ __device__ __forceinline__ float turbo_norm(int head_dim) {
   return __fdiv_rn(1.0f, __fsqrt_rn(static_cast<float>(head_dim)));
 }
 
+// The deferred inverse rotation of one warp's TurboQuant row held in registers (element 32c + lane
+// in y[c]): row = signs ⊙ H(y)/√d, bit for bit kv::turbo_unrotate (its butterflies, then the
+// product (x·norm)·sign).
+template <int kSlots>
+__device__ __forceinline__ void store_unrotated(float (&y)[kSlots], const float* signs,
+                                                float* row) {
+  const int lane = static_cast<int>(threadIdx.x) & 31;
+  warp_fwht<kSlots>(y);
+  const float norm = turbo_norm(32 * kSlots);
+#pragma unroll
+  for (int c = 0; c < kSlots; ++c)
+    row[c * 32 + lane] = __fmul_rn(__fmul_rn(y[c], norm), signs[c * 32 + lane]);
+}
+
 // Host side: calls launch.template operator()<kSlots>() with kSlots = head_dim / 32, the slots a
 // lane holds in a warp's TurboQuant row. head_dim must have passed kv::validate_turbo (32 … 512).
 template <typename Launch>
