@@ -1,7 +1,8 @@
-"""Side-by-side decode rows of two `ringlm bench --json` outputs (scripts/gpu-ab): for each
-(KV format, context, batch), every A and B figure in tokens/s, the means, and B / A.
+"""Side-by-side decode rows of two or more `ringlm bench --json` outputs (scripts/gpu-ab): for
+each (KV format, context, batch), every figure of each side in tokens/s and each side's mean over
+the first side's.
 
-Usage: python3 bench/ab_compare.py A.jsonl B.jsonl
+Usage: python3 bench/ab_compare.py A.jsonl B.jsonl [C.jsonl ...]
 """
 import collections
 import json
@@ -20,16 +21,23 @@ def load(path):
     return runs
 
 
+def mean(values):
+    return sum(values) / len(values) if values else float("nan")
+
+
 def main():
-    a, b = load(sys.argv[1]), load(sys.argv[2])
-    print(f"{'kv':>10} {'ctx':>6} {'B':>4} | {'A tok/s':>20} | {'B tok/s':>20} | B/A")
-    for key in sorted(set(a) | set(b), key=lambda k: (k[0], k[1], k[2])):
-        ra, rb = a.get(key, []), b.get(key, [])
-        mean_a = sum(ra) / len(ra) if ra else float("nan")
-        mean_b = sum(rb) / len(rb) if rb else float("nan")
-        fa = " ".join(f"{v:.1f}" for v in ra)
-        fb = " ".join(f"{v:.1f}" for v in rb)
-        print(f"{key[0]:>10} {key[1]:>6} {key[2]:>4} | {fa:>20} | {fb:>20} | {mean_b / mean_a:.3f}")
+    sides = [load(path) for path in sys.argv[1:]]
+    names = "ABCDEFGH"[:len(sides)]
+    head = " | ".join(f"{n + ' tok/s':>20}" for n in names)
+    ratios = " ".join(f"{n}/A" for n in names[1:])
+    print(f"{'kv':>10} {'ctx':>6} {'B':>4} | {head} | {ratios}")
+    keys = set().union(*sides)
+    for key in sorted(keys, key=lambda k: (k[0], k[1], k[2])):
+        runs = [side.get(key, []) for side in sides]
+        cells = " | ".join(f"{' '.join(f'{v:.1f}' for v in r):>20}" for r in runs)
+        base = mean(runs[0])
+        ratio = " ".join(f"{mean(r) / base:.3f}" for r in runs[1:])
+        print(f"{key[0]:>10} {key[1]:>6} {key[2]:>4} | {cells} | {ratio}")
 
 
 if __name__ == "__main__":

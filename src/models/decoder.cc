@@ -166,27 +166,21 @@ void attention_block(const AttentionWeights& w, const AttentionBlockConfig& conf
   } else {
     ops::matmul(in, w.q, w.q_bias, b.q);
   }
-  if (!w.q_norm.empty()) {
-    Tensor q_rows = b.q.reshape({tokens * heads, dim});
-    ops::rms_norm(q_rows, w.q_norm, config.qk_norm, q_rows);
-  }
-  Tensor q_heads = b.q.reshape({tokens, heads, dim});
-  ops::rope(q_heads, positions, *config.rope);
+  // q/k norm, rope and the K/V write: one op (one CUDA kernel for a 16-bit cache).
+  ops::AttentionInputs inputs{b.q.reshape({tokens, heads, dim}), Tensor(), Tensor(), positions,
+                              step.slots};
   if (step.writes_kv) {
-    if (!w.k_norm.empty()) {
-      Tensor k_rows = b.k.reshape({tokens * kv_heads, dim});
-      ops::rms_norm(k_rows, w.k_norm, config.qk_norm, k_rows);
-    }
-    Tensor k_heads = b.k.reshape({tokens, kv_heads, dim});
-    Tensor v_heads = b.v.reshape({tokens, kv_heads, dim});
-    ops::rope(k_heads, positions, *config.rope);
-    ops::kv_write(k_heads, v_heads, step.slots, view);
-    if (step.dense_rows != nullptr) {  // --kv-quant-start: positions < S also stay in bf16
-      ops::KvLayerView dense = cache.dense_layer_view(layer);
-      for (const kv::StepPlan::TokenRange& r : *step.dense_writes) {
-        ops::kv_write(k_heads.slice_rows(r.begin, r.end), v_heads.slice_rows(r.begin, r.end),
-                      step.dense_slots.slice_rows(r.begin, r.end), dense);
-      }
+    inputs.k = b.k.reshape({tokens, kv_heads, dim});
+    inputs.v = b.v.reshape({tokens, kv_heads, dim});
+  }
+  const ops::QkTransform transform{&w.q_norm, &w.k_norm, config.qk_norm, config.rope};
+  ops::prepare_attention(inputs, transform, step.writes_kv ? &view : nullptr);
+  const Tensor& q_heads = inputs.q;
+  if (step.writes_kv && step.dense_rows != nullptr) {        // --kv-quant-start: positions < S also
+    ops::KvLayerView dense = cache.dense_layer_view(layer);  // stay in bf16
+    for (const kv::StepPlan::TokenRange& r : *step.dense_writes) {
+      ops::kv_write(inputs.k.slice_rows(r.begin, r.end), inputs.v.slice_rows(r.begin, r.end),
+                    step.dense_slots.slice_rows(r.begin, r.end), dense);
     }
   }
   // The KV layer decides what a query sees: window and sinks come from the layer's group.
@@ -204,10 +198,9 @@ void attention_block(const AttentionWeights& w, const AttentionBlockConfig& conf
 
 void mlp_block(const MlpWeights& w, ops::Activation activation, StepBuffers& b, const Tensor& in,
                Tensor& out) {
-  const ops::MatmulTarget gate_up[] = {{&w.gate, &w.gate_bias, &b.gate},
-                                       {&w.up, &w.up_bias, &b.up}};
-  ops::matmul_many(in, gate_up);
-  ops::gated_activation(b.gate, b.up, activation, b.gate);
+  // gate, up and the gated activation: one launch of the CUDA decode GEMV.
+  ops::gated_matmul(in, {&w.gate, &w.gate_bias, &b.gate}, {&w.up, &w.up_bias, &b.up}, activation,
+                    b.gate);
   ops::matmul(b.gate, w.down, w.down_bias, out);
 }
 

@@ -159,10 +159,8 @@ void attention(const Tensor& q, const KvLayerView& kv, const AttentionRows& rows
   cpu::attention(q, kv, rows, params, out);
 }
 
-void kv_write(const Tensor& k, const Tensor& v, const Tensor& slots, KvLayerView& kv) {
-  [[maybe_unused]] const Device dev = detail::device_of(
-      "kv_write",
-      {&k, &v, &slots, &kv.k, &kv.v, &kv.k_scales, &kv.k_biases, &kv.v_scales, &kv.v_biases});
+namespace detail {
+void check_kv_write(const Tensor& k, const Tensor& v, const Tensor& slots, const KvLayerView& kv) {
   check_kv_view(kv, "kv_write");
   check_dtype(k, DType::F32, "kv_write k");
   check_shape(k, {-1, kv.kv_heads(), kv.head_dim()}, "kv_write k");
@@ -173,6 +171,14 @@ void kv_write(const Tensor& k, const Tensor& v, const Tensor& slots, KvLayerView
   check_dtype(slots, DType::I32, "kv_write slots");
   check_shape(slots, {k.shape[0]}, "kv_write slots");
   detail::check_contiguous(slots, "kv_write slots");
+}
+}  // namespace detail
+
+void kv_write(const Tensor& k, const Tensor& v, const Tensor& slots, KvLayerView& kv) {
+  [[maybe_unused]] const Device dev = detail::device_of(
+      "kv_write",
+      {&k, &v, &slots, &kv.k, &kv.v, &kv.k_scales, &kv.k_biases, &kv.v_scales, &kv.v_biases});
+  detail::check_kv_write(k, v, slots, kv);
   const int64_t capacity = kv.k.shape[0] * kv.k.shape[1];
 #ifdef RINGLM_HAS_CUDA
   // CUDA slots live on the device: the kernel checks them (reported by cuda::synchronize()).

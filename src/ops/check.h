@@ -6,6 +6,11 @@
 
 #include "core/tensor.h"
 
+namespace ringlm::ops {
+struct RopeTable;
+struct KvLayerView;
+}  // namespace ringlm::ops
+
 namespace ringlm::ops::detail {
 
 // The device of the (non-empty) tensors, which must all share it; a CUDA tensor gets a clear error
@@ -20,6 +25,10 @@ void check_contiguous(const Tensor& t, const char* what);
 void check_no_overlap(const Tensor& a, const Tensor& b, const char* what);
 // matmul's argument checks (ops/matmul.cc); returns the tensors' device.
 Device check_matmul(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& y);
+// rope's argument checks (ops/rope.cc), for x F32[T, heads, head_dim].
+void check_rope(const Tensor& x, const Tensor& positions, const RopeTable& table);
+// kv_write's argument checks but the CPU slot range (ops/attention.cc).
+void check_kv_write(const Tensor& k, const Tensor& v, const Tensor& slots, const KvLayerView& kv);
 // a and b are the same view (in-place use), or do not overlap.
 void check_same_or_disjoint(const Tensor& a, const Tensor& b, const char* what);
 

@@ -181,4 +181,23 @@ void kv_write(const Tensor& k,      // F32[T, kv_heads, head_dim]
               const Tensor& slots,  // I32[T]
               KvLayerView& kv);
 
+// One step's attention inputs, in place: per-head RMS norm of q and k (models with q_norm /
+// k_norm), rope on both, then k and v written to their cache slots. Exactly rms_norm, rope and
+// kv_write in that order — one op so a backend can do it in one pass (CUDA: one kernel, plus the
+// quantizing write for affine and TurboQuant caches). The rotated q and k stay in q and k.
+struct AttentionInputs {
+  Tensor q;          // F32[T, heads, head_dim]
+  Tensor k, v;       // F32[T, kv_heads, head_dim]; both empty: the layer writes no K/V
+  Tensor positions;  // I32[T]
+  Tensor slots;      // I32[T], as kv_write's (unused without k)
+};
+struct QkTransform {
+  const Tensor* q_norm = nullptr;  // F32|BF16|F16[head_dim]; null or empty: no norm
+  const Tensor* k_norm = nullptr;
+  RmsNormConfig norm;
+  const RopeTable* rope = nullptr;  // required
+};
+void prepare_attention(AttentionInputs& in, const QkTransform& transform,
+                       KvLayerView* kv);  // null exactly when k is empty
+
 }  // namespace ringlm::ops

@@ -11,8 +11,8 @@
 
 namespace ringlm::ops {
 
-void rope(Tensor& x, const Tensor& positions, const RopeTable& table) {
-  [[maybe_unused]] const Device dev = detail::device_of("rope", {&x, &positions});
+namespace detail {
+void check_rope(const Tensor& x, const Tensor& positions, const RopeTable& table) {
   check_dtype(x, DType::F32, "rope x");
   check_shape(x, {-1, -1, -1}, "rope x");
   detail::check_contiguous(x, "rope x");
@@ -27,6 +27,12 @@ void rope(Tensor& x, const Tensor& positions, const RopeTable& table) {
                "rope: inv_freq has ", table.inv_freq.size(),
                " entries, rotary_dim / 2 = ", table.rotary_dim / 2);
   RINGLM_CHECK(std::isfinite(table.attention_scaling), "rope: attention_scaling is not finite");
+}
+}  // namespace detail
+
+void rope(Tensor& x, const Tensor& positions, const RopeTable& table) {
+  [[maybe_unused]] const Device dev = detail::device_of("rope", {&x, &positions});
+  detail::check_rope(x, positions, table);
   // CUDA positions live on the device: the kernel checks them (reported by cuda::synchronize()).
   for (int64_t t = 0; dev == Device::CPU && t < positions.shape[0]; ++t) {
     const int32_t p = positions.ptr<const int32_t>()[t];

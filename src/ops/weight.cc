@@ -79,6 +79,30 @@ void matmul_many(const Tensor& x, std::span<const MatmulTarget> targets) {
   for (const MatmulTarget& t : targets) matmul(x, *t.w, *t.bias, *t.y);
 }
 
+void gated_matmul(const Tensor& x, const MatmulTarget& gate, const MatmulTarget& up,
+                  Activation activation, Tensor& out) {
+#ifdef RINGLM_HAS_CUDA
+  if (x.device == Device::CUDA && !gate.w->is_quantized() && !up.w->is_quantized()) {
+    detail::check_matmul(x, gate.w->dense(), *gate.bias, *gate.y);
+    detail::check_matmul(x, up.w->dense(), *up.bias, *up.y);
+    const cuda::GemvTarget g{&gate.w->dense(), gate.bias, gate.y}, u{&up.w->dense(), up.bias, up.y};
+    if (cuda::gemv_gated_applies(x, g, u)) {
+      // gated_activation's checks of out against gate's shape (the GEMV never reads out).
+      check_dtype(out, DType::F32, "gated_matmul out");
+      check_shape(out, {gate.y->shape[0], gate.y->shape[1]}, "gated_matmul out");
+      detail::check_rows(out, "gated_matmul out");
+      detail::check_no_overlap(out, x, "gated_matmul out");
+      RINGLM_CHECK(activation == Activation::SiLU || activation == Activation::GeluTanh,
+                   "gated_matmul: unknown activation ", static_cast<int>(activation));
+      return cuda::gemv_gated(x, g, u, activation, out);
+    }
+  }
+#endif
+  const MatmulTarget both[] = {gate, up};
+  matmul_many(x, both);
+  gated_activation(*gate.y, *up.y, activation, out);
+}
+
 void matmul(const Tensor& x, const Weight& w, const Tensor& bias, Tensor& y) {
   if (!w.is_quantized()) return matmul(x, w.dense(), bias, y);
   const QuantizedMatrix& q = w.quant();

@@ -17,6 +17,7 @@
 #include <string>
 
 #include "core/tensor.h"
+#include "ops/ops.h"
 
 namespace ringlm::ops {
 
@@ -76,6 +77,14 @@ struct MatmulTarget {
 };
 void matmul_many(const Tensor& x,  // F32[M, K]
                  std::span<const MatmulTarget> targets);
+
+// An MLP's gated projection: out = act(x · gateᵀ + gate bias) ⊙ (x · upᵀ + up bias), bit for bit
+// matmul_many({gate, up}) then gated_activation(*gate.y, *up.y, activation, out) — what runs
+// unless a backend fuses it (CUDA: the decode GEMV's epilogue for M <= 2, which leaves gate.y and
+// up.y unwritten). out may be *gate.y.
+void gated_matmul(const Tensor& x,  // F32[M, K]
+                  const MatmulTarget& gate, const MatmulTarget& up, Activation activation,
+                  Tensor& out);  // F32[M, N]
 
 // out[m] = table[ids[m]] · scale, as ops::embedding, for a dense or quantized table: a quantized
 // row dequantizes to f32 (rounded as above), then is multiplied by scale.

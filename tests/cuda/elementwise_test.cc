@@ -270,6 +270,18 @@ TEST(CudaArgmax, MatchesReferenceWithTiesAndNaN) {
   const Owned out = dout.to_host();
   EXPECT_EQ(out.p<int32_t>()[0], 2);  // the first NaN, as torch.argmax
   EXPECT_EQ(out.p<int32_t>()[1], 0);  // -0 and +0 tie: the lowest index
+  // NaNs and tied maxima in different chunks of a long row (the kernel reduces chunks apart).
+  Owned y(DType::F32, {2, 10000});
+  testing::fill_uniform(y, 30, -5.0f, 5.0f);
+  y.p<float>()[7000] = NAN;
+  y.p<float>()[3000] = NAN;
+  y.p<float>()[10000 + 9000] = 50.0f;
+  y.p<float>()[10000 + 4100] = 50.0f;
+  OnDevice dy(y), dyout(DType::I32, {2});
+  argmax(dy.t(), dyout.t());
+  const Owned yout = dyout.to_host();
+  EXPECT_EQ(yout.p<int32_t>()[0], 3000);
+  EXPECT_EQ(yout.p<int32_t>()[1], 4100);
 }
 
 TEST(CudaSoftcap, MatchesReference) {

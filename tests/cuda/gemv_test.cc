@@ -203,5 +203,42 @@ TEST(CudaGemv, ManyEqualsSeparateBitwise) {
   }
 }
 
+// gate, up and the gated activation in one GEMV launch = the two matmuls then
+// gated_activation, bit for bit, for both activations, narrow (N <= 1024 per matrix: 1 column
+// pair per block) and wide (2 pairs) launches, an odd N (the last block's second pair is past N),
+// biases, and out written over gate's buffer; M = 3 takes the unfused path (cuBLAS) and must
+// equal the composition too.
+TEST(CudaGemv, GatedEqualsMatmulsThenActivationBitwise) {
+  RINGLM_REQUIRE_GPU();
+  for (DType wt : kGemvTypes) {
+    for (Activation act : {Activation::SiLU, Activation::GeluTanh}) {
+      for (int64_t N : {int64_t{1000}, int64_t{1433}}) {
+        for (int64_t M = 1; M <= cuda::kGemvMaxRows + 1; ++M) {
+          SCOPED_TRACE(::testing::Message() << testing::dtype_label(wt) << " act="
+                                            << static_cast<int>(act) << " N=" << N << " M=" << M);
+          const int64_t K = 776;
+          Owned x(DType::F32, {M, K}), wg(wt, {N, K}), wu(wt, {N, K}), bg(DType::BF16, {N});
+          testing::fill_uniform(x, 41, -2.0f, 2.0f);
+          testing::fill_uniform(wg, 42);
+          testing::fill_uniform(wu, 43);
+          testing::fill_uniform(bg, 44);
+          OnDevice dx(x), dwg(wg), dwu(wu), dbg(bg);
+          OnDevice gate(DType::F32, {M, N}), up(DType::F32, {M, N});
+          OnDevice sgate(DType::F32, {M, N}), sup(DType::F32, {M, N}), sout(DType::F32, {M, N});
+          const Weight weight_g(dwg.t()), weight_u(dwu.t());
+          const Tensor bias_g = dbg.t(), no_bias;
+          Tensor g = gate.t(), u = up.t();
+          gated_matmul(dx.t(), {&weight_g, &bias_g, &g}, {&weight_u, &no_bias, &u}, act, g);
+          Tensor sg = sgate.t(), su = sup.t(), so = sout.t();
+          matmul(dx.t(), weight_g, bias_g, sg);
+          matmul(dx.t(), weight_u, no_bias, su);
+          gated_activation(sg, su, act, so);
+          EXPECT_TRUE(testing::bitwise_equal(gate.to_host().t(), sout.to_host().t()));
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace ringlm::ops

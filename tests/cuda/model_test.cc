@@ -3,8 +3,10 @@
 // chunked / batched prefill against whole-prompt prefill on the GPU.
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <string>
 
+#include "backends/cuda/runtime.h"
 #include "cuda/cuda_test_util.h"
 #include "engine/runner.h"
 #include "models/golden_util.h"
@@ -124,6 +126,30 @@ TEST(GpuModel, TensorCorePrefillMatchesCpu) {
   // neighbouring value, so the bound is bf16's here too.
   const auto chunked = testing::prompt_logits(*gpu, prompt, 40, nullptr);
   EXPECT_LE(testing::worst_relative_error(chunked, whole, 512), 2e-2f);
+}
+
+// Overlapped launches (programmatic dependent launch, device/pdl.cuh) change no bits: one-token
+// steps of two rows of a bf16 Llama — the decode GEMV, gate/up with the activation, the fused
+// norm/rope/K-V write, split-K decode attention and its merge, argmax — with and without overlap.
+// A kernel that touched its predecessor's output before waiting for it shows up as a difference.
+TEST(GpuModel, OverlappedLaunchesChangeNoBits) {
+  RINGLM_REQUIRE_GPU();
+  const std::string out = testing::write_random_checkpoint(
+      "gpu_bf16_d128_pdl", testing::llama_config(256, 512, 2, 8, 2, 128),
+      {"--seed=12", "--dtype=bf16"});
+  auto gpu = models::load_model(out, Device::CUDA);
+  std::vector<int32_t> prompt, neighbour;
+  for (int i = 0; i < 90; ++i) prompt.push_back(3 + (i * 37) % 500);
+  for (int i = 0; i < 70; ++i) neighbour.push_back(5 + (i * 53) % 500);
+  cuda::set_pdl_enabled(false);
+  const auto plain = testing::prompt_logits(*gpu, prompt, 1, &neighbour);
+  cuda::set_pdl_enabled(true);
+  const auto overlapped = testing::prompt_logits(*gpu, prompt, 1, &neighbour);
+  ASSERT_EQ(plain.size(), overlapped.size());
+  size_t differing = 0;
+  for (size_t i = 0; i < plain.size(); ++i)
+    differing += std::memcmp(&plain[i], &overlapped[i], sizeof(float)) != 0;
+  EXPECT_EQ(differing, 0u) << "of " << plain.size() << " logits";
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, GpuDecoderParity, ::testing::ValuesIn(testing::all_fixtures()),

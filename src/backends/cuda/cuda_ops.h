@@ -43,6 +43,13 @@ bool gemv_many_applies(const Tensor& x,  // F32[M, K]
                        std::span<const GemvTarget> targets);
 void gemv_many(const Tensor& x,  // F32[M, K], rows may be strided
                std::span<const GemvTarget> targets);
+// out = act(x·gateᵀ + gate bias) · (x·upᵀ + up bias) in one GEMV launch, bit for bit gemv_many
+// of the two then gated_activation (gate.y and up.y are not written). out: F32[M, N], may be
+// gate.y.
+bool gemv_gated_applies(const Tensor& x,  // F32[M, K]
+                        const GemvTarget& gate, const GemvTarget& up);
+void gemv_gated(const Tensor& x, const GemvTarget& gate, const GemvTarget& up,
+                ops::Activation activation, Tensor& out);
 
 // MLX affine-quantized w (ops/weight.h; the caller ran ops::check_quantized). Precision — not the
 // CPU's bit-exact "dense matmul on dequant(w)", but within f32 rounding of it:
@@ -122,6 +129,10 @@ void kv_write(const Tensor& k,      // F32[T, kv_heads, head_dim]
               const Tensor& v,      // F32[T, kv_heads, head_dim]
               const Tensor& slots,  // I32[T] (device-checked against the cache's capacity)
               ops::KvLayerView& kv);
+
+// ops::prepare_attention (attention_inputs.cu); arguments checked by the op.
+void prepare_attention(ops::AttentionInputs& in, const ops::QkTransform& transform,
+                       ops::KvLayerView* kv);  // null exactly when in.k is empty
 
 // True when a CUDA device and driver are present (false on build machines without a GPU).
 bool device_available();

@@ -7,6 +7,7 @@
 #include "backends/cuda/cuda_ops.h"
 #include "backends/cuda/device/affine_unpack.cuh"
 #include "backends/cuda/device/common.cuh"
+#include "backends/cuda/device/pdl.cuh"
 
 namespace ringlm::cuda {
 
@@ -16,6 +17,8 @@ template <typename T>
 __global__ void embedding_kernel(const int32_t* ids, const T* table, int64_t vocab, int64_t H,
                                  float scale, float* out, int64_t ld_out,
                                  DeviceErrorRecord* errors) {
+  device::wait_prior_grid();
+  device::launch_dependents();
   const int64_t m = blockIdx.x;
   const int32_t id = ids[m];
   float* dst = out + m * ld_out;
@@ -76,10 +79,10 @@ void embedding(const Tensor& ids, const Tensor& table, float scale, Tensor& out)
   RINGLM_CHECK(M <= INT32_MAX, "embedding: too many tokens: ", M);
   Context& ctx = Context::get();
   device::dispatch_float(table.dtype, [&]<typename T>(T*) {
-    embedding_kernel<T>
-        <<<static_cast<unsigned>(M), device::row_threads(table.shape[1]), 0, ctx.stream()>>>(
-            ids.ptr<const int32_t>(), table.ptr<const T>(), table.shape[0], table.shape[1], scale,
-            out.ptr<float>(), out.strides[0], ctx.errors());
+    launch_pdl(embedding_kernel<T>, dim3(static_cast<unsigned>(M)),
+               dim3(device::row_threads(table.shape[1])), 0, ctx.stream(), ids.ptr<const int32_t>(),
+               table.ptr<const T>(), table.shape[0], table.shape[1], scale, out.ptr<float>(),
+               out.strides[0], ctx.errors());
   });
   check_launch("embedding_kernel");
 }

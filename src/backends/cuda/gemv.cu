@@ -10,13 +10,18 @@
 // values of each row (f32, L1/L2-resident, rounded to the weights' dtype in registers) and
 // accumulates M × C FMA chains. The block then reduces the 256 partial sums of each output in a
 // fixed order (device/gemv_common.cuh). A column's sums do not depend on C or on the other matrices
-// of the launch: its bits are the same either way.
+// of the launch: its bits are the same either way. A gated launch (gemv_gated: gate and up of an
+// MLP) gives each block C/2 columns of both and writes act(gate) · up — the MLP's gated
+// activation without its own kernel or the round trip of gate and up through memory.
 #include <cstdint>
 #include <span>
+#include <type_traits>
 
 #include "backends/cuda/cuda_ops.h"
+#include "backends/cuda/device/activation.cuh"
 #include "backends/cuda/device/common.cuh"
 #include "backends/cuda/device/gemv_common.cuh"
+#include "backends/cuda/device/pdl.cuh"
 #include "backends/cuda/gemv.h"
 
 namespace ringlm::cuda {
@@ -46,6 +51,10 @@ struct GemvArgs {
   int64_t K;
   int segments;
   GemvSegment seg[kGemvMaxTargets];
+  // Gated launches (gemv_gated): seg[0] is gate, seg[1] up (same N); out = act(gate) · up.
+  ops::Activation act;
+  float* out;  // F32[M, N], row stride ldo
+  int64_t ldo;
 };
 
 // The two T values packed in a 32-bit word, widened exactly to f32.
@@ -84,20 +93,26 @@ __device__ __forceinline__ void accumulate_chunk(const GemvArgs& a, int64_t chun
   }
 }
 
-template <typename T, int M, int kCols>
+// kGated: the block's kCols rows are kCols / 2 columns of gate and the same columns of up, and
+// the epilogue writes act(gate) · up; each column's sum is the one the plain launch gives.
+template <typename T, int M, int kCols, bool kGated>
 __global__ void __launch_bounds__(kThreads, 2) gemv_kernel(GemvArgs a) {
-  __shared__ float partials[(kThreads / 32) * M * kCols];
+  __shared__ float partials[(kThreads / 32 + 1) * M * kCols];
+  constexpr int kPairs = kCols / 2;
   int s = 0;  // this block's weight matrix
-  while (s + 1 < a.segments && int64_t{blockIdx.x} >= a.seg[s + 1].first_block) ++s;
+  while (!kGated && s + 1 < a.segments && int64_t{blockIdx.x} >= a.seg[s + 1].first_block) ++s;
   const GemvSegment& seg = a.seg[s];
-  const int64_t n0 = (blockIdx.x - seg.first_block) * int64_t{kCols};
+  const int64_t n0 =
+      kGated ? int64_t{blockIdx.x} * kPairs : (blockIdx.x - seg.first_block) * int64_t{kCols};
   const int64_t chunks = a.K / kChunk;
-  // Columns past N (the segment's last block only) re-read column N - 1 and are never stored.
+  // Columns past N (the last block only) re-read column N - 1 and are never stored.
   const uint4* rows[kCols];
 #pragma unroll
   for (int c = 0; c < kCols; ++c) {
-    const int64_t n = n0 + c < seg.N ? n0 + c : seg.N - 1;
-    rows[c] = reinterpret_cast<const uint4*>(static_cast<const T*>(seg.w) + n * a.K);
+    const GemvSegment& row_seg = kGated ? a.seg[c < kPairs ? 0 : 1] : seg;
+    const int64_t col = n0 + (kGated ? c % kPairs : c);
+    const int64_t n = col < row_seg.N ? col : row_seg.N - 1;
+    rows[c] = reinterpret_cast<const uint4*>(static_cast<const T*>(row_seg.w) + n * a.K);
   }
   float acc[M][kCols];
 #pragma unroll
@@ -105,53 +120,86 @@ __global__ void __launch_bounds__(kThreads, 2) gemv_kernel(GemvArgs a) {
 #pragma unroll
     for (int c = 0; c < kCols; ++c) acc[m][c] = 0.0f;
   }
-  // Two chunks per iteration, loads first; the accumulation order stays chunk by chunk.
-  for (int64_t ch = threadIdx.x; ch < chunks; ch += 2 * kThreads) {
-    const int64_t ch2 = ch + kThreads;
-    const bool second = ch2 < chunks;
-    uint4 w0[kCols], w1[kCols];
+  // Two chunks per iteration, loads first; the accumulation order stays chunk by chunk. The
+  // first iteration's loads go out before waiting for the kernel before us (weights are not its
+  // output; x and y are).
+  uint4 w0[kCols], w1[kCols];
+  const auto load_pair = [&](int64_t ch) {
+    const bool first = ch < chunks, second = ch + kThreads < chunks;
 #pragma unroll
-    for (int c = 0; c < kCols; ++c) {
-      w0[c] = __ldcs(rows[c] + ch);  // streamed once: evict-first
-      w1[c] = second ? __ldcs(rows[c] + ch2) : make_uint4(0, 0, 0, 0);
+    for (int c = 0; c < kCols; ++c) {  // streamed once: evict-first
+      w0[c] = first ? __ldcs(rows[c] + ch) : make_uint4(0, 0, 0, 0);
+      w1[c] = second ? __ldcs(rows[c] + ch + kThreads) : make_uint4(0, 0, 0, 0);
     }
+  };
+  load_pair(threadIdx.x);
+  device::wait_prior_grid();
+  device::launch_dependents();
+  for (int64_t ch = threadIdx.x; ch < chunks; ch += 2 * kThreads) {
+    if (ch != threadIdx.x) load_pair(ch);
     accumulate_chunk<T, M, kCols>(a, ch, w0, acc);
-    if (second) accumulate_chunk<T, M, kCols>(a, ch2, w1, acc);
+    if (ch + kThreads < chunks) accumulate_chunk<T, M, kCols>(a, ch + kThreads, w1, acc);
   }
-  device::reduce_tile_to_y<M, kCols, kThreads>(acc, partials, n0, seg.N, seg.bias, seg.y, seg.ldy);
+  if constexpr (kGated) {
+    device::reduce_tile<M, kCols, kThreads>(acc, partials);
+    const float* sums = partials + (kThreads / 32) * M * kCols;
+    const int i = static_cast<int>(threadIdx.x);
+    if (i < M * kPairs) {
+      const int m = i / kPairs, c = i % kPairs;
+      const int64_t n = n0 + c;
+      if (n < seg.N) {
+        float g = sums[m * kCols + c], u = sums[m * kCols + kPairs + c];
+        if (a.seg[0].bias.p != nullptr) g += a.seg[0].bias[n];
+        if (a.seg[1].bias.p != nullptr) u += a.seg[1].bias[n];
+        a.out[m * a.ldo + n] = device::gated_value(a.act, g, u);
+      }
+    }
+  } else {
+    device::reduce_tile_to_y<M, kCols, kThreads>(acc, partials, n0, seg.N, seg.bias, seg.y,
+                                                 seg.ldy);
+  }
 }
 
 template <typename T, int M, int kCols>
-void launch_cols(GemvArgs a, cudaStream_t stream) {
+void launch_cols(GemvArgs a, bool gated, cudaStream_t stream) {
+  if (gated) {
+    const int64_t blocks = (a.seg[0].N + kCols / 2 - 1) / (kCols / 2);
+    launch_pdl(gemv_kernel<T, M, kCols, true>, dim3(static_cast<unsigned>(blocks)), dim3(kThreads),
+               0, stream, a);
+    return;
+  }
   int64_t blocks = 0;
   for (int s = 0; s < a.segments; ++s) {
     a.seg[s].first_block = blocks;
     blocks += (a.seg[s].N + kCols - 1) / kCols;
   }
-  gemv_kernel<T, M, kCols><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(a);
+  launch_pdl(gemv_kernel<T, M, kCols, false>, dim3(static_cast<unsigned>(blocks)), dim3(kThreads),
+             0, stream, a);
 }
 
 template <typename T, int M>
-void launch(const GemvArgs& a, cudaStream_t stream) {
+void launch(const GemvArgs& a, bool gated, cudaStream_t stream) {
   int64_t N = 0;
   for (int s = 0; s < a.segments; ++s) N += a.seg[s].N;
   if (N <= kNarrowN) {
-    launch_cols<T, M, 2>(a, stream);
+    launch_cols<T, M, 2>(a, gated, stream);
   } else {
-    launch_cols<T, M, 4>(a, stream);
+    launch_cols<T, M, 4>(a, gated, stream);
   }
 }
 
-template <typename T>
-void launch_rows(int64_t M, const GemvArgs& a, cudaStream_t stream) {
-  switch (M) {
-    case 1:
-      return launch<T, 1>(a, stream);
-    case 2:
-      return launch<T, 2>(a, stream);
-    default:
+void launch_rows(DType dtype, int64_t M, const GemvArgs& a, bool gated, cudaStream_t stream) {
+  device::dispatch_float(dtype, [&]<typename T>(T*) {
+    if constexpr (std::is_same_v<T, float>) {
+      RINGLM_FAIL("gemv: f32 weights");
+    } else if (M == 1) {
+      launch<T, 1>(a, gated, stream);
+    } else if (M == 2) {
+      launch<T, 2>(a, gated, stream);
+    } else {
       RINGLM_FAIL("gemv: ", M, " rows (at most ", kGemvMaxRows, ")");
-  }
+    }
+  });
 }
 
 bool aligned16(const void* p) {
@@ -179,10 +227,10 @@ bool gemv_many_applies(const Tensor& x, std::span<const GemvTarget> targets) {
   return true;
 }
 
-void gemv_many(const Tensor& x, std::span<const GemvTarget> targets) {
-  RINGLM_CHECK(gemv_many_applies(x, targets), "gemv_many: ", targets.size(),
-               " targets it does not serve");
-  const int64_t M = x.shape[0], ldx = leading_dim(x);
+namespace {
+
+GemvArgs args_for(const Tensor& x, std::span<const GemvTarget> targets) {
+  const int64_t ldx = leading_dim(x);
   GemvArgs a{};
   a.x = x.ptr<const float>();
   a.ldx = ldx;
@@ -196,12 +244,33 @@ void gemv_many(const Tensor& x, std::span<const GemvTarget> targets) {
                            y.ptr<float>(), leading_dim(y),
                            w.shape[0],     0};
   }
-  cudaStream_t stream = Context::get().stream();
-  if (targets[0].w->dtype == DType::BF16) {
-    launch_rows<__nv_bfloat16>(M, a, stream);
-  } else {
-    launch_rows<__half>(M, a, stream);
-  }
+  return a;
+}
+
+}  // namespace
+
+void gemv_many(const Tensor& x, std::span<const GemvTarget> targets) {
+  RINGLM_CHECK(gemv_many_applies(x, targets), "gemv_many: ", targets.size(),
+               " targets it does not serve");
+  launch_rows(targets[0].w->dtype, x.shape[0], args_for(x, targets), false,
+              Context::get().stream());
+  check_launch("gemv_kernel");
+}
+
+bool gemv_gated_applies(const Tensor& x, const GemvTarget& gate, const GemvTarget& up) {
+  const GemvTarget both[] = {gate, up};
+  return gemv_many_applies(x, both) && gate.w->shape[0] == up.w->shape[0];
+}
+
+void gemv_gated(const Tensor& x, const GemvTarget& gate, const GemvTarget& up,
+                ops::Activation activation, Tensor& out) {
+  RINGLM_CHECK(gemv_gated_applies(x, gate, up), "gemv_gated: weights it does not serve");
+  const GemvTarget both[] = {gate, up};
+  GemvArgs a = args_for(x, both);
+  a.act = activation;
+  a.out = out.ptr<float>();
+  a.ldo = leading_dim(out);
+  launch_rows(gate.w->dtype, x.shape[0], a, true, Context::get().stream());
   check_launch("gemv_kernel");
 }
 

@@ -12,6 +12,8 @@
 
 #include "backends/cuda/cuda_ops.h"
 #include "backends/cuda/device/common.cuh"
+#include "backends/cuda/device/pdl.cuh"
+#include "backends/cuda/device/rope_norm.cuh"
 
 namespace ringlm::cuda {
 
@@ -22,19 +24,19 @@ __global__ void rms_norm_kernel(float* x, int64_t ldx, const float* residual, in
                                 const W* weight, int64_t H, float eps, bool unit_offset, float* out,
                                 int64_t ld_out) {
   __shared__ float smem[33];
+  device::wait_prior_grid();
+  device::launch_dependents();
   float* row = x + blockIdx.x * ldx;
   float sumsq = 0.0f;
   for (int64_t h = threadIdx.x; h < H; h += blockDim.x) {
     if constexpr (kAdd) row[h] += residual[blockIdx.x * ld_res + h];
-    sumsq += row[h] * row[h];
+    sumsq = __fmaf_rn(row[h], row[h], sumsq);
   }
   sumsq = device::block_sum(sumsq, smem);
-  const float r = 1.0f / sqrtf(sumsq / static_cast<float>(H) + eps);
+  const float r = device::rms_scale(sumsq, static_cast<float>(H), eps);
   float* dst = out + blockIdx.x * ld_out;
-  for (int64_t h = threadIdx.x; h < H; h += blockDim.x) {
-    const float w = device::to_f32(weight[h]);
-    dst[h] = row[h] * r * (unit_offset ? 1.0f + w : w);
-  }
+  for (int64_t h = threadIdx.x; h < H; h += blockDim.x)
+    dst[h] = device::rms_apply(row[h], r, device::to_f32(weight[h]), unit_offset);
 }
 
 // Rows whose length is a multiple of 4 and at most 4 · kVecThreads · kMaxVecs: each thread loads
@@ -49,6 +51,8 @@ __global__ void __launch_bounds__(kVecThreads)
                         const W* weight, int H, float eps, bool unit_offset, float* out,
                         int64_t ld_out) {
   __shared__ float smem[33];
+  device::wait_prior_grid();
+  device::launch_dependents();
   auto* row = reinterpret_cast<float4*>(x + blockIdx.x * ldx);
   const int n4 = H / 4;
   float4 v[kMaxVecs];
@@ -71,10 +75,9 @@ __global__ void __launch_bounds__(kVecThreads)
     }
   }
 #pragma unroll
-  for (int i = 0; i < kMaxVecs; ++i)
-    sumsq += v[i].x * v[i].x + v[i].y * v[i].y + v[i].z * v[i].z + v[i].w * v[i].w;
+  for (int i = 0; i < kMaxVecs; ++i) sumsq += device::square_sum(v[i]);
   sumsq = device::block_sum(sumsq, smem);
-  const float r = 1.0f / sqrtf(sumsq / static_cast<float>(H) + eps);
+  const float r = device::rms_scale(sumsq, static_cast<float>(H), eps);
   auto* dst = reinterpret_cast<float4*>(out + blockIdx.x * ld_out);
 #pragma unroll
   for (int i = 0; i < kMaxVecs; ++i) {
@@ -82,12 +85,11 @@ __global__ void __launch_bounds__(kVecThreads)
     if (idx >= n4) break;
     float w[4];
 #pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      w[e] = device::to_f32(weight[4 * idx + e]);
-      if (unit_offset) w[e] += 1.0f;
-    }
-    dst[idx] =
-        make_float4(v[i].x * r * w[0], v[i].y * r * w[1], v[i].z * r * w[2], v[i].w * r * w[3]);
+    for (int e = 0; e < 4; ++e) w[e] = device::to_f32(weight[4 * idx + e]);
+    dst[idx] = make_float4(device::rms_apply(v[i].x, r, w[0], unit_offset),
+                           device::rms_apply(v[i].y, r, w[1], unit_offset),
+                           device::rms_apply(v[i].z, r, w[2], unit_offset),
+                           device::rms_apply(v[i].w, r, w[3], unit_offset));
   }
 }
 
@@ -126,17 +128,19 @@ void norm_rows(const Tensor& x, const Tensor* residual, const Tensor& weight,
     const auto threads =
         static_cast<unsigned>(std::clamp<int64_t>((vec_threads + 31) / 32 * 32, 32, kVecThreads));
     device::dispatch_float(weight.dtype, [&]<typename W>(W*) {
-      rms_norm_vec_kernel<W, kAdd><<<static_cast<unsigned>(M), threads, 0, ctx.stream()>>>(
-          x.ptr<float>(), x.strides[0], res, ld_res, weight.ptr<const W>(), static_cast<int>(H),
-          config.eps, config.unit_offset, out.ptr<float>(), out.strides[0]);
+      launch_pdl(rms_norm_vec_kernel<W, kAdd>, dim3(static_cast<unsigned>(M)), dim3(threads), 0,
+                 ctx.stream(), x.ptr<float>(), x.strides[0], res, ld_res, weight.ptr<const W>(),
+                 static_cast<int>(H), config.eps, config.unit_offset, out.ptr<float>(),
+                 out.strides[0]);
     });
     check_launch("rms_norm_vec_kernel");
     return;
   }
   device::dispatch_float(weight.dtype, [&]<typename W>(W*) {
-    rms_norm_kernel<W, kAdd><<<static_cast<unsigned>(M), device::row_threads(H), 0, ctx.stream()>>>(
-        x.ptr<float>(), x.strides[0], res, ld_res, weight.ptr<const W>(), H, config.eps,
-        config.unit_offset, out.ptr<float>(), out.strides[0]);
+    launch_pdl(rms_norm_kernel<W, kAdd>, dim3(static_cast<unsigned>(M)),
+               dim3(device::row_threads(H)), 0, ctx.stream(), x.ptr<float>(), x.strides[0], res,
+               ld_res, weight.ptr<const W>(), H, config.eps, config.unit_offset, out.ptr<float>(),
+               out.strides[0]);
   });
   check_launch("rms_norm_kernel");
 }

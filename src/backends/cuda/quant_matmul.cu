@@ -86,7 +86,7 @@ __device__ __forceinline__ void accumulate_sub(const GemvArgs& a, const float* x
 template <int BITS, int M>
 __global__ void __launch_bounds__(kThreads, 3) quant_gemv_kernel(GemvArgs a) {
   static_assert(kCodesPerChunk == 4 * kSub);
-  __shared__ float partials[(kThreads / 32) * M * kCols];
+  __shared__ float partials[(kThreads / 32 + 1) * M * kCols];
   const int64_t n0 = blockIdx.x * int64_t{kCols};
   const int64_t chunks = a.w.K / kCodesPerChunk;
   int64_t col[kCols];  // columns past N (last block only) re-read column N - 1, never stored

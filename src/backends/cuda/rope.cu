@@ -6,6 +6,7 @@
 
 #include "backends/cuda/cuda_ops.h"
 #include "backends/cuda/device/common.cuh"
+#include "backends/cuda/device/rope_norm.cuh"
 
 namespace ringlm::cuda {
 
@@ -27,20 +28,18 @@ __global__ void rope_kernel(float* x, const int32_t* positions, const RopeArgs a
     return;
   }
   const auto pos = static_cast<float>(p);
-  for (int i = threadIdx.x; i < args.half; i += blockDim.x) {
-    const float angle = pos * args.inv_freq[i];
-    cs[i] = cosf(angle) * args.scaling;
-    sn[i] = sinf(angle) * args.scaling;
-  }
+  for (int i = threadIdx.x; i < args.half; i += blockDim.x)
+    device::rope_cos_sin(pos, args.inv_freq[i], args.scaling, cs[i], sn[i]);
   __syncthreads();
   float* row = x + t * args.heads * args.head_dim;
   const int pairs = args.heads * args.half;
   for (int e = threadIdx.x; e < pairs; e += blockDim.x) {
     const int h = e / args.half, i = e % args.half;
     float* v = row + h * args.head_dim;
-    const float x1 = v[i], x2 = v[i + args.half];
-    v[i] = x1 * cs[i] - x2 * sn[i];
-    v[i + args.half] = x2 * cs[i] + x1 * sn[i];
+    float x1 = v[i], x2 = v[i + args.half];
+    device::rope_rotate(x1, x2, cs[i], sn[i]);
+    v[i] = x1;
+    v[i + args.half] = x2;
   }
 }
 

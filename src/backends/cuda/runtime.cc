@@ -1,7 +1,10 @@
 #include "backends/cuda/runtime.h"
 
 #include <algorithm>
+#include <atomic>
+#include <cstdlib>
 #include <memory>
+#include <string_view>
 
 #include "backends/cuda/cuda_ops.h"
 
@@ -74,6 +77,23 @@ void check_launch(const char* kernel) {
   const cudaError_t status = cudaGetLastError();
   RINGLM_CHECK(status == cudaSuccess, "CUDA launch of ", kernel,
                " failed: ", cudaGetErrorName(status), ": ", cudaGetErrorString(status));
+}
+
+namespace {
+std::atomic<bool>& pdl_flag() {
+  static std::atomic<bool> enabled = [] {
+    const char* v = std::getenv("RINGLM_CUDA_PDL");
+    return v == nullptr || std::string_view(v) != "0";
+  }();
+  return enabled;
+}
+}  // namespace
+
+bool pdl_enabled() {
+  return pdl_flag().load(std::memory_order_relaxed);
+}
+void set_pdl_enabled(bool enabled) {
+  pdl_flag().store(enabled, std::memory_order_relaxed);
 }
 
 bool device_available() {

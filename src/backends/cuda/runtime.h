@@ -45,7 +45,7 @@ struct DeviceErrorRecord {
   long long bound;  // the exclusive upper bound it broke (0 when only >= 0 was required)
 };
 
-enum class Scratch { MatmulInput, Rows, AttentionPartials, DequantTile, Count };
+enum class Scratch { MatmulInput, Rows, AttentionPartials, DequantTile, Reduce, Count };
 
 class Context {
  public:
@@ -79,6 +79,12 @@ class Context {
   uint64_t scratch_generation_ = 0;
   void* cublas_workspace_ = nullptr;  // fixed, so cuBLAS calls can be captured into graphs
 };
+
+// Whether launch_pdl (device/pdl.cuh) lets kernels overlap their predecessor: true unless the
+// environment sets RINGLM_CUDA_PDL=0, or set_pdl_enabled(false) (tests; CUDA graphs captured
+// before keep what they were captured with).
+bool pdl_enabled();
+void set_pdl_enabled(bool enabled);
 
 // After a kernel launch: throws if the launch itself failed (bad configuration, no device).
 void check_launch(const char* kernel);

@@ -30,6 +30,7 @@
 #include "backends/cuda/device/decode_tiles.cuh"
 #include "backends/cuda/device/kv_load.cuh"
 #include "backends/cuda/device/mma.cuh"
+#include "backends/cuda/device/pdl.cuh"
 
 namespace ringlm::cuda::device {
 
@@ -60,6 +61,8 @@ __global__ void __launch_bounds__(kTcDecodeThreads, Source::kMinBlocks)
     decode_tc_kernel(const AttnArgs a, const Source src) {
   using T = typename Source::T;
   extern __shared__ __align__(16) unsigned char smem[];
+  wait_prior_grid();
+  launch_dependents();
   const TcDecodeTask task(a);
   if (!task.active) return;
   const int warp = static_cast<int>(threadIdx.x) >> 5, lane = static_cast<int>(threadIdx.x) & 31;
@@ -152,8 +155,8 @@ void launch_decode_tc_with(const AttnArgs& args, const Source& source, cudaStrea
     return true;
   }();
   (void)configured;
-  decode_tc_kernel<Source, kD>
-      <<<tc_decode_grid(args), kTcDecodeThreads, kSmem, stream>>>(args, source);
+  launch_pdl(decode_tc_kernel<Source, kD>, tc_decode_grid(args), dim3(kTcDecodeThreads), kSmem,
+             stream, args, source);
   check_launch("decode_tc_kernel");
 }
 

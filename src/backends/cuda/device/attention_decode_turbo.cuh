@@ -33,6 +33,7 @@
 #include "backends/cuda/device/decode_tc_common.cuh"
 #include "backends/cuda/device/kv_turbo.cuh"
 #include "backends/cuda/device/mma.cuh"
+#include "backends/cuda/device/pdl.cuh"
 
 namespace ringlm::cuda::device {
 
@@ -238,6 +239,8 @@ __global__ void __launch_bounds__(kTcDecodeThreads, TurboK8V3Fragments<kD>::kMin
   using Source = TurboK8V3Fragments<kD>;
   using T = typename Source::T;
   extern __shared__ __align__(16) unsigned char smem[];
+  wait_prior_grid();
+  launch_dependents();
   const TcDecodeTask task(a);
   if (!task.active) return;
   const int lane = static_cast<int>(threadIdx.x) & 31;
@@ -293,8 +296,8 @@ bool launch_decode_turbo_k8v3(const AttnArgs& args, const TurboKvReader<8, 3>& k
     return true;
   }();
   (void)configured;
-  decode_turbo_k8v3_kernel<kD>
-      <<<tc_decode_grid(args), kTcDecodeThreads, kSmem, stream>>>(args, Source::make(kv));
+  launch_pdl(decode_turbo_k8v3_kernel<kD>, tc_decode_grid(args), dim3(kTcDecodeThreads), kSmem,
+             stream, args, Source::make(kv));
   check_launch("decode_turbo_k8v3_kernel");
   return true;
 }

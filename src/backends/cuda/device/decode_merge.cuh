@@ -10,6 +10,7 @@
 
 #include "backends/cuda/device/attention_common.cuh"
 #include "backends/cuda/device/common.cuh"
+#include "backends/cuda/device/pdl.cuh"
 #include "backends/cuda/device/quant_common.cuh"
 
 namespace ringlm::cuda::device {
@@ -52,6 +53,8 @@ __device__ __forceinline__ float merged_output(const AttnArgs& a, const MergedPa
 constexpr int kMergeThreads = 128;
 template <int kThreads>
 __global__ void __launch_bounds__(kThreads) grouped_decode_merge_kernel(const AttnArgs a) {
+  wait_prior_grid();
+  launch_dependents();
   MergedParts mp;
   const int r = static_cast<int>(blockIdx.x) / a.q_heads;
   if (!merged_parts(a, r, static_cast<int>(blockIdx.x) % a.q_heads, mp)) return;
@@ -66,6 +69,8 @@ __global__ void __launch_bounds__(kThreads) grouped_decode_merge_kernel(const At
 constexpr int kMergeWarps = 4;
 template <int kSlots>
 __global__ void __launch_bounds__(32 * kMergeWarps) turbo_decode_merge_kernel(const AttnArgs a) {
+  wait_prior_grid();
+  launch_dependents();
   constexpr int kDim = 32 * kSlots;  // = head_dim
   const int64_t task = int64_t{blockIdx.x} * kMergeWarps + (threadIdx.x >> 5);
   if (task >= int64_t{a.num_rows} * a.q_heads) return;  // the whole warp
@@ -86,13 +91,15 @@ inline void launch_decode_merge(const AttnArgs& args, cudaStream_t stream) {
     const int64_t tasks = int64_t{args.num_rows} * args.q_heads;
     const auto blocks = static_cast<unsigned>((tasks + kMergeWarps - 1) / kMergeWarps);
     with_turbo_slots(args.head_dim, [&]<int kSlots>() {
-      turbo_decode_merge_kernel<kSlots><<<blocks, 32 * kMergeWarps, 0, stream>>>(args);
+      launch_pdl(turbo_decode_merge_kernel<kSlots>, dim3(blocks), dim3(32 * kMergeWarps), 0, stream,
+                 args);
     });
     check_launch("turbo_decode_merge_kernel");
     return;
   }
-  grouped_decode_merge_kernel<kMergeThreads>
-      <<<static_cast<unsigned>(args.num_rows * args.q_heads), kMergeThreads, 0, stream>>>(args);
+  launch_pdl(grouped_decode_merge_kernel<kMergeThreads>,
+             dim3(static_cast<unsigned>(args.num_rows * args.q_heads)), dim3(kMergeThreads), 0,
+             stream, args);
   check_launch("grouped_decode_merge_kernel");
 }
 

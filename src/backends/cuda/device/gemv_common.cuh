@@ -25,11 +25,10 @@ __device__ __forceinline__ void load_x8(const float* p, bool vec, float (&v)[8])
 }
 
 // Sums acc[m][c] over the block's THREADS threads — a butterfly within each warp, then the warps'
-// sums in warp order, then + bias[n0 + c] — and writes y[m, n0 + c] for n0 + c < N. The order is
-// fixed by THREADS alone. smem: (THREADS / 32) · M · C floats. Every thread of the block calls.
+// sums in warp order — into smem[(THREADS / 32) · M · C + m · C + c], then a barrier. The order
+// is fixed by THREADS alone. smem: (THREADS / 32 + 1) · M · C floats. Every thread calls.
 template <int M, int C, int THREADS>
-__device__ __forceinline__ void reduce_tile_to_y(float (&acc)[M][C], float* smem, int64_t n0,
-                                                 int64_t N, AnyFloat bias, float* y, int64_t ldy) {
+__device__ __forceinline__ void reduce_tile(float (&acc)[M][C], float* smem) {
   constexpr int kWarps = THREADS / 32;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
 #pragma unroll
@@ -43,10 +42,23 @@ __device__ __forceinline__ void reduce_tile_to_y(float (&acc)[M][C], float* smem
   __syncthreads();
   const int i = static_cast<int>(threadIdx.x);
   if (i < M * C) {
-    const int m = i / C, c = i % C;
     float s = smem[i];
 #pragma unroll
     for (int w = 1; w < kWarps; ++w) s += smem[w * (M * C) + i];
+    smem[kWarps * (M * C) + i] = s;
+  }
+  __syncthreads();
+}
+
+// reduce_tile, then y[m, n0 + c] = sum (+ bias[n0 + c]) for n0 + c < N.
+template <int M, int C, int THREADS>
+__device__ __forceinline__ void reduce_tile_to_y(float (&acc)[M][C], float* smem, int64_t n0,
+                                                 int64_t N, AnyFloat bias, float* y, int64_t ldy) {
+  reduce_tile<M, C, THREADS>(acc, smem);
+  const int i = static_cast<int>(threadIdx.x);
+  if (i < M * C) {
+    const int m = i / C, c = i % C;
+    const float s = smem[(THREADS / 32) * (M * C) + i];
     const int64_t n = n0 + c;
     if (n < N) y[m * ldy + n] = bias.p == nullptr ? s : s + bias[n];
   }

@@ -1,0 +1,188 @@
+// prepare_attention on the GPU (ops.h): per-head RMS norm of q and k, rope, and the K/V write to
+// a 16/32-bit cache in one kernel — bit for bit rms_norm (norm.cu), rope (rope.cu) and kv_write
+// (kv_write.cu), through the arithmetic they share (device/rope_norm.cuh). One warp per (token,
+// head): a decode step's 40 heads are 40 warps on 10 SMs, not a loop on one. Affine and TurboQuant
+// caches get the norm and rope here and their quantizing write after (kv_write_quantized.cu).
+#include <cstdint>
+
+#include "backends/cuda/cuda_ops.h"
+#include "backends/cuda/device/common.cuh"
+#include "backends/cuda/device/pdl.cuh"
+#include "backends/cuda/device/rope_norm.cuh"
+#include "backends/cuda/quantized_kv.h"
+
+namespace ringlm::cuda {
+
+namespace {
+
+constexpr int kWarps = 4;
+constexpr int kMaxStagedDim = 512;
+
+struct PrepareArgs {
+  float* q;        // [T, heads, dim]
+  float* k;        // [T, kv_heads, dim] or null: no K/V
+  const float* v;  // [T, kv_heads, dim]
+  const int32_t* positions;
+  const int32_t* slots;
+  void* k_cache;  // [capacity, kv_heads, dim] of cache_dtype, or null: no cache write here
+  void* v_cache;
+  DType cache_dtype;
+  int64_t capacity;                 // slots in the cache
+  device::AnyFloat q_norm, k_norm;  // p null: no norm
+  float eps;
+  bool unit_offset;
+  int heads, kv_heads, dim, half;
+  float scaling;
+  float inv_freq[kMaxRopeHalf];  // in the kernel's parameters (graph-capturable)
+};
+
+__device__ __forceinline__ void store_cache(void* base, DType dtype, int64_t i, float v) {
+  switch (dtype) {
+    case DType::BF16:
+      static_cast<__nv_bfloat16*>(base)[i] = device::from_f32<__nv_bfloat16>(v);
+      break;
+    case DType::F16:
+      static_cast<__half*>(base)[i] = device::from_f32<__half>(v);
+      break;
+    default:
+      static_cast<float*>(base)[i] = v;
+  }
+}
+
+// Block (t, y): token t, heads y·kWarps ... (q heads first, then k heads); warp w takes one.
+__global__ void __launch_bounds__(kWarps * 32)
+    prepare_attention_kernel(const PrepareArgs a, DeviceErrorRecord* errors) {
+  __shared__ float cs[kMaxRopeHalf], sn[kMaxRopeHalf];
+  __shared__ float staged[kWarps][kMaxStagedDim];
+  device::wait_prior_grid();
+  device::launch_dependents();
+  const int64_t t = blockIdx.x;
+  const int32_t p = a.positions[t];
+  if (p < 0) {  // as rope: the token is left as it is and reported
+    if (blockIdx.y == 0 && threadIdx.x == 0)
+      device::report_error(errors, DeviceErrorCode::RopePosition, t, p, 0);
+    return;
+  }
+  const auto pos = static_cast<float>(p);
+  for (int i = static_cast<int>(threadIdx.x); i < a.half; i += kWarps * 32)
+    device::rope_cos_sin(pos, a.inv_freq[i], a.scaling, cs[i], sn[i]);
+  __syncthreads();
+  const int warp = static_cast<int>(threadIdx.x) >> 5, lane = static_cast<int>(threadIdx.x) & 31;
+  const int h = static_cast<int>(blockIdx.y) * kWarps + warp;
+  const bool is_q = h < a.heads;
+  if (!is_q && (a.k == nullptr || h >= a.heads + a.kv_heads)) return;
+  const int kv_head = h - a.heads;
+  float* x = is_q ? a.q + (t * a.heads + h) * a.dim : a.k + (t * a.kv_heads + kv_head) * a.dim;
+  const device::AnyFloat& norm = is_q ? a.q_norm : a.k_norm;
+  float* row = staged[warp];
+  // As rms_norm_vec_kernel with one warp: lane l holds float4s l, l + 32, ...
+  const int n4 = a.dim / 4;
+  float sumsq = 0.0f;
+  for (int idx = lane; idx < n4; idx += 32) {
+    const float4 v4 = reinterpret_cast<const float4*>(x)[idx];
+    sumsq += device::square_sum(v4);
+    reinterpret_cast<float4*>(row)[idx] = v4;
+  }
+  __syncwarp();
+  if (norm.p != nullptr) {
+    const float r = device::rms_scale(device::warp_sum(sumsq), static_cast<float>(a.dim), a.eps);
+    for (int i = lane; i < a.dim; i += 32)
+      row[i] = device::rms_apply(row[i], r, norm[i], a.unit_offset);
+    __syncwarp();
+  }
+  int64_t slot = -1;
+  if (!is_q && a.k_cache != nullptr) {
+    slot = a.slots[t];
+    if (slot < 0 || slot >= a.capacity) {
+      if (kv_head == 0 && lane == 0)
+        device::report_error(errors, DeviceErrorCode::KvSlot, t, slot, a.capacity);
+      slot = -1;
+    }
+  }
+  const int64_t cache_at = (slot * a.kv_heads + kv_head) * a.dim;
+  for (int i = lane; i < a.half; i += 32) {
+    float x1 = row[i], x2 = row[i + a.half];
+    device::rope_rotate(x1, x2, cs[i], sn[i]);
+    x[i] = x1;
+    x[i + a.half] = x2;
+    if (slot >= 0) {
+      store_cache(a.k_cache, a.cache_dtype, cache_at + i, x1);
+      store_cache(a.k_cache, a.cache_dtype, cache_at + i + a.half, x2);
+    }
+  }
+  for (int i = 2 * a.half + lane; i < a.dim; i += 32) {  // past rotary_dim (partial rotary)
+    x[i] = row[i];
+    if (slot >= 0) store_cache(a.k_cache, a.cache_dtype, cache_at + i, row[i]);
+  }
+  if (slot >= 0) {
+    const float* v = a.v + (t * a.kv_heads + kv_head) * a.dim;
+    for (int i = lane; i < a.dim; i += 32)
+      store_cache(a.v_cache, a.cache_dtype, cache_at + i, v[i]);
+  }
+}
+
+device::AnyFloat any_float(const Tensor* t) {
+  if (t == nullptr || t->empty()) return {nullptr, DType::F32};
+  return {t->data, t->dtype};
+}
+
+}  // namespace
+
+void prepare_attention(ops::AttentionInputs& in, const ops::QkTransform& transform,
+                       ops::KvLayerView* kv) {
+  const int64_t T = in.q.shape[0];
+  if (T == 0) return;
+  const ops::RopeTable& table = *transform.rope;
+  const bool writes_kv = !in.k.empty();
+  const bool dense_cache = writes_kv && kv->dense();
+  PrepareArgs a{};
+  a.heads = static_cast<int>(in.q.shape[1]);
+  a.kv_heads = writes_kv ? static_cast<int>(in.k.shape[1]) : 0;
+  a.dim = static_cast<int>(in.q.shape[2]);
+  a.half = table.rotary_dim / 2;
+  RINGLM_CHECK(a.half <= kMaxRopeHalf, "rope: rotary_dim ", table.rotary_dim,
+               " is above the CUDA backend's limit of ", 2 * kMaxRopeHalf);
+  RINGLM_CHECK(T <= INT32_MAX, "prepare_attention: too many tokens: ", T);
+  const auto aligned = [](const Tensor& t) {
+    return reinterpret_cast<uintptr_t>(t.data) % 16 == 0;
+  };
+  if (a.dim % 4 != 0 || a.dim > kMaxStagedDim || !aligned(in.q) || (writes_kv && !aligned(in.k))) {
+    // Shapes the kernel does not take: the ops it stands for, one by one.
+    auto norm_heads = [&](Tensor& x, const Tensor* w) {
+      if (w == nullptr || w->empty()) return;
+      Tensor rows = x.reshape({x.shape[0] * x.shape[1], x.shape[2]});
+      cuda::rms_norm(rows, *w, transform.norm, rows);
+    };
+    norm_heads(in.q, transform.q_norm);
+    cuda::rope(in.q, in.positions, table);
+    if (!writes_kv) return;
+    norm_heads(in.k, transform.k_norm);
+    cuda::rope(in.k, in.positions, table);
+    return cuda::kv_write(in.k, in.v, in.slots, *kv);
+  }
+  a.q = in.q.ptr<float>();
+  a.k = writes_kv ? in.k.ptr<float>() : nullptr;
+  a.v = writes_kv ? in.v.ptr<const float>() : nullptr;
+  a.positions = in.positions.ptr<const int32_t>();
+  a.slots = writes_kv ? in.slots.ptr<const int32_t>() : nullptr;
+  if (dense_cache) {
+    a.k_cache = kv->k.data;
+    a.v_cache = kv->v.data;
+    a.cache_dtype = kv->k.dtype;
+    a.capacity = kv->k.shape[0] * kv->k.shape[1];
+  }
+  a.q_norm = any_float(transform.q_norm);
+  a.k_norm = any_float(transform.k_norm);
+  a.eps = transform.norm.eps;
+  a.unit_offset = transform.norm.unit_offset;
+  a.scaling = table.attention_scaling;
+  for (int i = 0; i < a.half; ++i) a.inv_freq[i] = table.inv_freq[static_cast<size_t>(i)];
+  Context& ctx = Context::get();
+  const auto head_blocks = static_cast<unsigned>((a.heads + a.kv_heads + kWarps - 1) / kWarps);
+  launch_pdl(prepare_attention_kernel, dim3(static_cast<unsigned>(T), head_blocks),
+             dim3(kWarps * 32), 0, ctx.stream(), a, ctx.errors());
+  check_launch("prepare_attention_kernel");
+  if (writes_kv && !dense_cache) kv_write_quantized(in.k, in.v, in.slots, *kv);
+}
+
+}  // namespace ringlm::cuda

@@ -1,0 +1,44 @@
+// The arithmetic of RMS norm and rotary embedding, shared by the kernels that apply them
+// (norm.cu, rope.cu, attention_inputs.cu) so a fused kernel produces the same bits as the
+// separate ones. Multiply-adds are spelled out (__fmul_rn / __fmaf_rn): the compiler's
+// contraction of `a * b + c` may differ between kernels.
+#pragma once
+
+#include <cuda_runtime.h>
+
+namespace ringlm::cuda::device {
+
+// x² + y² + z² + w² of a thread's float4, in this order.
+__device__ __forceinline__ float square_sum(float4 v) {
+  float s = __fmul_rn(v.x, v.x);
+  s = __fmaf_rn(v.y, v.y, s);
+  s = __fmaf_rn(v.z, v.z, s);
+  return __fmaf_rn(v.w, v.w, s);
+}
+
+// 1 / sqrt(mean of squares + eps), IEEE sqrt and division.
+__device__ __forceinline__ float rms_scale(float sumsq, float n, float eps) {
+  return 1.0f / sqrtf(sumsq / n + eps);
+}
+
+// x · r · w (Gemma: · (1 + w)).
+__device__ __forceinline__ float rms_apply(float x, float r, float w, bool unit_offset) {
+  return __fmul_rn(__fmul_rn(x, r), unit_offset ? 1.0f + w : w);
+}
+
+// cos and sin of pos · inv_freq in f32 (full-range cosf / sinf), times attention_scaling.
+__device__ __forceinline__ void rope_cos_sin(float pos, float inv_freq, float scaling, float& c,
+                                             float& s) {
+  const float angle = __fmul_rn(pos, inv_freq);
+  c = __fmul_rn(cosf(angle), scaling);
+  s = __fmul_rn(sinf(angle), scaling);
+}
+
+// The "rotate_half" pair (x1 = x[i], x2 = x[i + d/2]) → (x1·c − x2·s, x2·c + x1·s).
+__device__ __forceinline__ void rope_rotate(float& x1, float& x2, float c, float s) {
+  const float a = x1, b = x2;
+  x1 = __fmaf_rn(a, c, -__fmul_rn(b, s));
+  x2 = __fmaf_rn(b, c, __fmul_rn(a, s));
+}
+
+}  // namespace ringlm::cuda::device
