@@ -10,20 +10,28 @@ cd "$(dirname "$0")/.."
 out=${1:?usage: bench/ncu_step.sh OUT.csv [bench args]}
 shift
 ncu=${NCU:-/usr/local/cuda/bin/ncu}
-"$ncu" --metrics gpu__time_duration.sum --cache-control "${NCU_CACHE_CONTROL:-none}" \
-  --clock-control "${NCU_CLOCK_CONTROL:-none}" --launch-skip "${RINGLM_NCU_SKIP:-2400}" \
+"$ncu" --metrics gpu__time_duration.sum,launch__grid_size --print-units base \
+  --cache-control "${NCU_CACHE_CONTROL:-none}" --clock-control "${NCU_CLOCK_CONTROL:-none}" --launch-skip "${RINGLM_NCU_SKIP:-2400}" \
   --launch-count "${RINGLM_NCU_COUNT:-900}" --csv "${RINGLM:-build-cuda/ringlm}" bench \
   --device cuda "$@" >"$out.raw" 2>/dev/null || true
 python3 - "$out.raw" <<'PY' | tee "$out"
+# One row per (kernel, grid size): the launches of one kernel on different shapes (say a GEMV on
+# the q/k/v, o, gate/up, down and LM-head weights) are told apart by their grids.
 import csv, sys, collections
 rows = [r for r in csv.reader(l for l in open(sys.argv[1]) if l.startswith('"'))]
-head = rows[0]; name_i = head.index("Kernel Name"); val_i = head.index("Metric Value")
-total = collections.Counter(); count = collections.Counter()
+head = rows[0]
+col = {name: head.index(name) for name in ("ID", "Kernel Name", "Metric Name", "Metric Value")}
+launches = collections.defaultdict(dict)
 for r in rows[1:]:
-    v = float(r[val_i].replace(",", ""))
-    total[r[name_i][:90]] += v; count[r[name_i][:90]] += 1
+    launch = launches[r[col["ID"]]]
+    launch["name"] = r[col["Kernel Name"]][:80]
+    launch[r[col["Metric Name"]]] = float(r[col["Metric Value"]].replace(",", ""))
+total = collections.Counter(); count = collections.Counter()
+for launch in launches.values():
+    key = f'{launch["name"]} [grid {int(launch.get("launch__grid_size", 0))}]'
+    total[key] += launch.get("gpu__time_duration.sum", 0.0); count[key] += 1
 all_ns = sum(total.values())
 print(f"kernels: {sum(count.values())}, total {all_ns/1e6:.3f} ms")
-for k, v in total.most_common(25):
-    print(f"{v/1e6:8.3f} ms {100*v/all_ns:5.1f} % x{count[k]:4d}  {k}")
+for k, v in total.most_common(30):
+    print(f"{v/1e6:8.3f} ms {100*v/all_ns:5.1f} % x{count[k]:4d} {v/count[k]/1e3:8.2f} us  {k}")
 PY
