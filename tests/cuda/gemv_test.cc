@@ -144,17 +144,23 @@ TEST(CudaGemv, ColumnsPerBlockDoNotChangeBits) {
   RINGLM_REQUIRE_GPU();
   for (DType wt : kGemvTypes) {
     for (int64_t M = 1; M <= cuda::kGemvMaxRows; ++M) {
-      const int64_t K = 1032, narrow = 2048, wide = 2050;
-      Owned x(DType::F32, {M, K}), w(wt, {wide, K});
+      // Widths that take different columns per block: 2048, 2050 and 4100 (wider launches may
+      // use more columns per block).
+      const int64_t K = 1032, narrow = 2048, wide = 2050, wider = 4100;
+      Owned x(DType::F32, {M, K}), w(wt, {wider, K});
       testing::fill_uniform(x, 21);
       testing::fill_uniform(w, 22);
-      OnDevice dx(x), dw(w), y_narrow(DType::F32, {M, narrow}), y_wide(DType::F32, {M, wide});
+      OnDevice dx(x), dw(w), y_narrow(DType::F32, {M, narrow}), y_wide(DType::F32, {M, wide}),
+          y_wider(DType::F32, {M, wider});
       matmul(dx.t(), dw.t().slice_rows(0, narrow), Tensor(), y_narrow.t());
-      matmul(dx.t(), dw.t(), Tensor(), y_wide.t());
-      const Owned a = y_narrow.to_host(), b = y_wide.to_host();
+      matmul(dx.t(), dw.t().slice_rows(0, wide), Tensor(), y_wide.t());
+      matmul(dx.t(), dw.t(), Tensor(), y_wider.t());
+      const Owned a = y_narrow.to_host(), b = y_wide.to_host(), c = y_wider.to_host();
       for (int64_t m = 0; m < M; ++m) {
         for (int64_t n = 0; n < narrow; ++n) {
           ASSERT_EQ(a.f(m * narrow + n), b.f(m * wide + n))
+              << testing::dtype_label(wt) << " M=" << M << " n=" << n;
+          ASSERT_EQ(a.f(m * narrow + n), c.f(m * wider + n))
               << testing::dtype_label(wt) << " M=" << M << " n=" << n;
         }
       }

@@ -2,24 +2,19 @@
 // w once at close to HBM bandwidth (gemv.h says why M <= 2 and what the precision is).
 //
 // One launch can serve up to kGemvMaxTargets weight matrices of one x (gemv_many: the q, k and v
-// projections, or gate and up). Two kernels, picked at run time while both are measured:
-//  - the warp kernel (default): each warp owns 2 output columns and all M rows over all of K;
-//    lane l takes chunks of 8 values (one 16-byte load per weight row) l, l + 32, ..., with 4
-//    chunks' loads per column in flight, and the warp's butterfly sums the lanes. No shared memory
-//    or block barrier; a 4096-wide row is 16 loads per lane.
-//  - the block kernel (RINGLM_CUDA_GEMV=block): a block of 256 threads owns C columns (4; 2 when
-//    N <= 2048) and splits K over its threads (thread t: chunks t, t + 256, ...), two chunks'
-//    loads in flight, then a fixed-order block reduction (device/gemv_common.cuh).
-// Either way x's 8 values per chunk are read as f32 (L1/L2-resident) and rounded to the weights'
-// dtype in registers, and a column's sums depend on neither its neighbours nor the other matrices
-// of the launch. A gated launch (gemv_gated: gate and up of an MLP) pairs column n of gate with
-// column n of up and writes act(gate) · up — the gated activation without its own kernel or the
-// round trip of gate and up through memory. The first weight loads go out before waiting for the
-// previous kernel (programmatic dependent launch, device/pdl.cuh).
+// projections, or gate and up): each gets its own blocks. A block owns C output columns (4; 2 when
+// N <= 2048, so that the k and v projections of GQA models, N = 1024, fill the GPU: 512 blocks
+// instead of half a wave of 256) and all M rows. Its 256 threads split K into chunks of 8 values
+// (one 16-byte load per weight row): thread t takes chunks t, t + 256, ... Per chunk it loads the C
+// columns' weights (two chunks at a time, so 2·C loads are in flight before the first use), x's 8
+// values of each row (f32, L1/L2-resident, rounded to the weights' dtype in registers) and
+// accumulates M × C FMA chains. The block then reduces the 256 partial sums of each output in a
+// fixed order (device/gemv_common.cuh). A column's sums do not depend on C or on the other matrices
+// of the launch: its bits are the same either way. A gated launch (gemv_gated: gate and up of an
+// MLP) gives each block C/2 columns of both and writes act(gate) · up — the MLP's gated
+// activation without its own kernel or the round trip of gate and up through memory.
 #include <cstdint>
-#include <cstdlib>
 #include <span>
-#include <string_view>
 #include <type_traits>
 
 #include "backends/cuda/cuda_ops.h"
@@ -39,15 +34,14 @@ constexpr int kThreads = 256;
 constexpr int kChunk = 8;           // weights per 16-byte load
 constexpr int64_t kNarrowN = 2048;  // N up to this: 2 columns per block, else 4
 
-// One weight matrix of a launch: its blocks (warps, for the warp kernel) are [first, next
-// segment's first).
+// One weight matrix of a launch: its blocks are [first_block, next segment's first_block).
 struct GemvSegment {
   const void* w;  // T[N, K]
   AnyFloat bias;  // [N] or null
   float* y;       // F32[M, N], row stride ldy
   int64_t ldy;
   int64_t N;
-  int64_t first;
+  int64_t first_block;
 };
 
 struct GemvArgs {
@@ -106,10 +100,10 @@ __global__ void __launch_bounds__(kThreads, 2) gemv_kernel(GemvArgs a) {
   __shared__ float partials[(kThreads / 32 + 1) * M * kCols];
   constexpr int kPairs = kCols / 2;
   int s = 0;  // this block's weight matrix
-  while (!kGated && s + 1 < a.segments && int64_t{blockIdx.x} >= a.seg[s + 1].first) ++s;
+  while (!kGated && s + 1 < a.segments && int64_t{blockIdx.x} >= a.seg[s + 1].first_block) ++s;
   const GemvSegment& seg = a.seg[s];
   const int64_t n0 =
-      kGated ? int64_t{blockIdx.x} * kPairs : (blockIdx.x - seg.first) * int64_t{kCols};
+      kGated ? int64_t{blockIdx.x} * kPairs : (blockIdx.x - seg.first_block) * int64_t{kCols};
   const int64_t chunks = a.K / kChunk;
   // Columns past N (the last block only) re-read column N - 1 and are never stored.
   const uint4* rows[kCols];
@@ -176,125 +170,15 @@ void launch_cols(GemvArgs a, bool gated, cudaStream_t stream) {
   }
   int64_t blocks = 0;
   for (int s = 0; s < a.segments; ++s) {
-    a.seg[s].first = blocks;
+    a.seg[s].first_block = blocks;
     blocks += (a.seg[s].N + kCols - 1) / kCols;
   }
   launch_pdl(gemv_kernel<T, M, kCols, false>, dim3(static_cast<unsigned>(blocks)), dim3(kThreads),
              0, stream, a);
 }
 
-// The warp kernel: each warp owns kWarpCols output columns (gated: one gate/up pair) over all of
-// K — lane l sums chunks l, l + 32, ... in order, kWarpUnroll chunks' loads in flight per column,
-// then a butterfly over the 32 lanes — so there is no shared memory, no block barrier and no
-// short-lived block per few columns: a 4096-wide row is 16 loads per lane, not 2.
-constexpr int kWarpCols = 2;
-constexpr int kWarpUnroll = 4;
-constexpr int kWarpsPerBlock = 8;
-
-template <typename T, int M, bool kGated>
-__global__ void __launch_bounds__(32 * kWarpsPerBlock) gemv_warp_kernel(GemvArgs a) {
-  const int lane = static_cast<int>(threadIdx.x) & 31;
-  const int64_t warp = int64_t{blockIdx.x} * kWarpsPerBlock + (threadIdx.x >> 5);
-  int s = 0;  // this warp's weight matrix
-  while (!kGated && s + 1 < a.segments && warp >= a.seg[s + 1].first) ++s;
-  const GemvSegment& seg = a.seg[s];
-  const int64_t n0 = kGated ? warp : (warp - seg.first) * kWarpCols;
-  const int64_t chunks = a.K / kChunk;
-  // Columns past N re-read column N - 1 and are never stored.
-  const uint4* rows[kWarpCols];
-#pragma unroll
-  for (int c = 0; c < kWarpCols; ++c) {
-    const GemvSegment& row_seg = kGated ? a.seg[c] : seg;
-    const int64_t col = kGated ? n0 : n0 + c;
-    const int64_t n = col < row_seg.N ? col : row_seg.N - 1;
-    rows[c] = reinterpret_cast<const uint4*>(static_cast<const T*>(row_seg.w) + n * a.K);
-  }
-  float acc[M][kWarpCols];
-#pragma unroll
-  for (int m = 0; m < M; ++m) {
-#pragma unroll
-    for (int c = 0; c < kWarpCols; ++c) acc[m][c] = 0.0f;
-  }
-  uint4 w[kWarpUnroll][kWarpCols];
-  const auto load = [&](int64_t base) {
-#pragma unroll
-    for (int u = 0; u < kWarpUnroll; ++u) {
-      const int64_t ch = base + 32 * u + lane;
-#pragma unroll
-      for (int c = 0; c < kWarpCols; ++c)  // streamed once: evict-first
-        w[u][c] = ch < chunks ? __ldcs(rows[c] + ch) : make_uint4(0, 0, 0, 0);
-    }
-  };
-  // The first loads go out before waiting for the kernel before us (weights are not its output;
-  // x and y are).
-  load(0);
-  device::wait_prior_grid();
-  device::launch_dependents();
-  for (int64_t base = 0; base < chunks; base += 32 * kWarpUnroll) {
-    if (base != 0) load(base);
-#pragma unroll
-    for (int u = 0; u < kWarpUnroll; ++u) {
-      const int64_t ch = base + 32 * u + lane;
-      if (ch < chunks) accumulate_chunk<T, M, kWarpCols>(a, ch, w[u], acc);
-    }
-  }
-#pragma unroll
-  for (int m = 0; m < M; ++m) {
-#pragma unroll
-    for (int c = 0; c < kWarpCols; ++c) acc[m][c] = device::warp_sum(acc[m][c]);
-  }
-  if (lane != 0) return;
-#pragma unroll
-  for (int m = 0; m < M; ++m) {
-    if constexpr (kGated) {
-      if (n0 >= seg.N) break;
-      float g = acc[m][0], u = acc[m][1];
-      if (a.seg[0].bias.p != nullptr) g += a.seg[0].bias[n0];
-      if (a.seg[1].bias.p != nullptr) u += a.seg[1].bias[n0];
-      a.out[m * a.ldo + n0] = device::gated_value(a.act, g, u);
-    } else {
-#pragma unroll
-      for (int c = 0; c < kWarpCols; ++c) {
-        const int64_t n = n0 + c;
-        if (n < seg.N)
-          seg.y[m * seg.ldy + n] = seg.bias.p == nullptr ? acc[m][c] : acc[m][c] + seg.bias[n];
-      }
-    }
-  }
-}
-
-template <typename T, int M>
-void launch_warps(GemvArgs a, bool gated, cudaStream_t stream) {
-  int64_t warps = 0;
-  if (gated) {
-    warps = a.seg[0].N;
-  } else {
-    for (int s = 0; s < a.segments; ++s) {
-      a.seg[s].first = warps;
-      warps += (a.seg[s].N + kWarpCols - 1) / kWarpCols;
-    }
-  }
-  const auto blocks = static_cast<unsigned>((warps + kWarpsPerBlock - 1) / kWarpsPerBlock);
-  if (gated) {
-    launch_pdl(gemv_warp_kernel<T, M, true>, dim3(blocks), dim3(32 * kWarpsPerBlock), 0, stream, a);
-  } else {
-    launch_pdl(gemv_warp_kernel<T, M, false>, dim3(blocks), dim3(32 * kWarpsPerBlock), 0, stream,
-               a);
-  }
-}
-
-// RINGLM_CUDA_GEMV=block picks the block kernel (a same-binary A/B while both exist).
-bool use_block_kernel() {
-  static const bool block = [] {
-    const char* v = std::getenv("RINGLM_CUDA_GEMV");
-    return v != nullptr && std::string_view(v) == "block";
-  }();
-  return block;
-}
-
 template <typename T, int M>
 void launch(const GemvArgs& a, bool gated, cudaStream_t stream) {
-  if (!use_block_kernel()) return launch_warps<T, M>(a, gated, stream);
   int64_t N = 0;
   for (int s = 0; s < a.segments; ++s) N += a.seg[s].N;
   if (N <= kNarrowN) {

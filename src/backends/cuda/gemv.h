@@ -7,12 +7,11 @@
 // grows (about 0.8 ms more per step and row over the 8B model's 16 GB), while cuBLAS stays flat.
 // The two cross near M = 2. A tensor-core small-M kernel is what would serve M = 3..16.
 // Precision: as cuda_ops.h's matmul contract (x rounded to the weights' dtype, exact products, f32
-// accumulation) in an order fixed by K alone: lane l of the column's warp sums chunks of 8 values
-// l, l + 32, ... in order (one FMA chain per output), then the 32 lanes' sums reduce in a fixed
-// butterfly, then + bias. So row m of y depends only on x[m], never on M or the other rows (batch
-// invariance) — but it differs in the last bits from what cuBLAS gives for the same row when
-// M > kGemvMaxRows. (RINGLM_CUDA_GEMV=block runs the previous kernel: 256 threads per block of
-// 2-4 columns, thread t summing chunks t, t + 256, ..., then a block reduction.)
+// accumulation) in an order fixed by K alone: thread t of the block sums chunks of 8 values
+// t, t + 256, ... in order (one FMA chain per output), then the block reduces the 256 partial
+// sums in a fixed tree, then + bias. So row m of y depends only on x[m], never on M or the other
+// rows (batch invariance) — but it differs in the last bits from what cuBLAS gives for the same
+// row when M > kGemvMaxRows.
 #pragma once
 
 #include <cstdint>
