@@ -32,7 +32,8 @@ using device::AnyFloat;
 
 constexpr int kThreads = 256;
 constexpr int kChunk = 8;           // weights per 16-byte load
-constexpr int64_t kNarrowN = 2048;  // N up to this: 2 columns per block, else 4
+constexpr int64_t kNarrowN = 2048;  // N up to this: 2 columns per block
+constexpr int64_t kWideN = 4096;    // N from this (plain launches): 8 columns per block, else 4
 
 // One weight matrix of a launch: its blocks are [first_block, next segment's first_block).
 struct GemvSegment {
@@ -183,6 +184,8 @@ void launch(const GemvArgs& a, bool gated, cudaStream_t stream) {
   for (int s = 0; s < a.segments; ++s) N += a.seg[s].N;
   if (N <= kNarrowN) {
     launch_cols<T, M, 2>(a, gated, stream);
+  } else if (N >= kWideN && !gated) {
+    launch_cols<T, M, 8>(a, gated, stream);
   } else {
     launch_cols<T, M, 4>(a, gated, stream);
   }

@@ -43,7 +43,7 @@ __global__ void rms_norm_kernel(float* x, int64_t ldx, const float* residual, in
 // its float4s once into registers (all loads in flight together), one block reduction, then
 // writes from registers. A single row (decode at batch 1) is then one short burst, not a loop
 // of dependent loads.
-constexpr int kVecThreads = 1024;
+constexpr int kVecThreads = 512;  // rows up to 16384 (4 · 512 · 8); the weights stay in registers
 constexpr int kMaxVecs = 8;
 template <typename W, bool kAdd>
 __global__ void __launch_bounds__(kVecThreads)
@@ -51,10 +51,18 @@ __global__ void __launch_bounds__(kVecThreads)
                         const W* weight, int H, float eps, bool unit_offset, float* out,
                         int64_t ld_out) {
   __shared__ float smem[33];
+  const int n4 = H / 4;
+  // The norm weights are no earlier kernel's output: their loads go out before the wait.
+  float w[kMaxVecs][4];
+#pragma unroll
+  for (int i = 0; i < kMaxVecs; ++i) {
+    const int idx = static_cast<int>(threadIdx.x) + i * static_cast<int>(blockDim.x);
+#pragma unroll
+    for (int e = 0; e < 4; ++e) w[i][e] = idx < n4 ? device::to_f32(weight[4 * idx + e]) : 0.0f;
+  }
   device::wait_prior_grid();
   device::launch_dependents();
   auto* row = reinterpret_cast<float4*>(x + blockIdx.x * ldx);
-  const int n4 = H / 4;
   float4 v[kMaxVecs];
   float sumsq = 0.0f;
 #pragma unroll
@@ -83,13 +91,10 @@ __global__ void __launch_bounds__(kVecThreads)
   for (int i = 0; i < kMaxVecs; ++i) {
     const int idx = static_cast<int>(threadIdx.x) + i * static_cast<int>(blockDim.x);
     if (idx >= n4) break;
-    float w[4];
-#pragma unroll
-    for (int e = 0; e < 4; ++e) w[e] = device::to_f32(weight[4 * idx + e]);
-    dst[idx] = make_float4(device::rms_apply(v[i].x, r, w[0], unit_offset),
-                           device::rms_apply(v[i].y, r, w[1], unit_offset),
-                           device::rms_apply(v[i].z, r, w[2], unit_offset),
-                           device::rms_apply(v[i].w, r, w[3], unit_offset));
+    dst[idx] = make_float4(device::rms_apply(v[i].x, r, w[i][0], unit_offset),
+                           device::rms_apply(v[i].y, r, w[i][1], unit_offset),
+                           device::rms_apply(v[i].z, r, w[i][2], unit_offset),
+                           device::rms_apply(v[i].w, r, w[i][3], unit_offset));
   }
 }
 
