@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "core/log.h"
+#include "core/thread_pool.h"
 #include "engine/prefix_cache.h"
 #include "engine/sampler.h"
 #include "engine/scheduler.h"
@@ -71,7 +72,8 @@ struct Engine::Impl {
   void loop();
   void run_step();
   void admit_new(std::unique_ptr<Active> active);
-  void sample_choice(Choice& choice, std::span<float> logits);
+  SampleInput sample_input(const Choice& choice) const;
+  void apply_token(Choice& choice, TokenInfo info);
   void emit(Active& active, const Event& event);
   void finish_choice(Choice& choice, const StopOutcome& outcome, std::vector<TokenInfo> tokens);
   void cancel_request(RequestId id, FinishReason reason, const std::string& error);
@@ -86,7 +88,6 @@ struct Engine::Impl {
   std::vector<int32_t> eos_ids;
   int64_t max_model_len = 0;
   int64_t kv_capacity_tokens = 0;  // the most tokens one sequence can hold in an empty cache
-  std::vector<float> scratch;
   std::map<RequestId, std::unique_ptr<Active>> active;  // engine thread only
   EngineStats counters;                                 // engine thread only
 
@@ -131,7 +132,6 @@ Engine::Impl::Impl(models::Model& m, const Tokenizer& t, const EngineConfig& c)
     if (cache.cap_blocks(g) <= blocks) continue;  // a sliding group: any length fits
     kv_capacity_tokens = std::min(kv_capacity_tokens, blocks * cache.block_tokens());
   }
-  scratch.resize(static_cast<size_t>(model.vocab_size()));
   publish_stats();
   thread = std::thread([this] { loop(); });
 }
@@ -224,8 +224,33 @@ void Engine::Impl::cancel_request(RequestId id, FinishReason reason, const std::
   }
 }
 
-void Engine::Impl::sample_choice(Choice& c, std::span<float> logits) {
-  Active& a = *c.active;
+namespace {
+
+// A choice whose next token is the argmax of the raw logits: greedy with nothing that changes
+// or reads them (no suppression this step, bias, penalties or logprobs). On a GPU its row's
+// argmax comes from the device and the row is never copied to the host.
+bool plain_greedy(const Choice& c) {
+  const SamplingParams& p = c.active->request.sampling;
+  return p.temperature == 0.0f && !p.want_logprobs && p.logprobs == 0 && p.logit_bias.empty() &&
+         p.repetition_penalty == 1.0f && p.frequency_penalty == 0.0f &&
+         p.presence_penalty == 0.0f && !c.stop.suppress_stop_ids(c.generated());
+}
+
+// The choices a step row samples for: the row's own, and on the request's first token the
+// other choices that will fork from it.
+std::vector<Choice*> row_targets(Choice* c) {
+  std::vector<Choice*> targets = {c};
+  if (!c->active->forked) {
+    for (size_t i = 1; i < c->active->choices.size(); ++i)
+      targets.push_back(c->active->choices[i].get());
+  }
+  return targets;
+}
+
+}  // namespace
+
+SampleInput Engine::Impl::sample_input(const Choice& c) const {
+  const Active& a = *c.active;
   const int64_t index = c.generated();
   SampleInput input;
   input.params = &a.request.sampling;
@@ -234,7 +259,12 @@ void Engine::Impl::sample_choice(Choice& c, std::span<float> logits) {
   input.seed = a.seed;
   input.choice = static_cast<uint32_t>(c.index);
   input.index = static_cast<uint64_t>(index);
-  TokenInfo info = sample_token(logits, input);
+  return input;
+}
+
+void Engine::Impl::apply_token(Choice& c, TokenInfo info) {
+  Active& a = *c.active;
+  const int64_t index = c.generated();
   c.seq.tokens.push_back(info.token);
   c.history.add_generated(info.token);
   ++counters.generation_tokens_total;
@@ -263,32 +293,62 @@ void Engine::Impl::run_step() {
   };
   if (step.empty()) return end_failed();
   kv::StepPlan plan(step.rows, scheduler->cache());
-  Tensor logits = runner.step(plan);
+  // A logit row goes to the host unless every choice it samples for is plain greedy.
+  std::vector<char> host_rows(plan.logit_tokens().size(), 1);
+  for (size_t r = 0; r < step.rows.size(); ++r) {
+    if (plan.logits_count(static_cast<int>(r)) == 0) continue;
+    const std::vector<Choice*> targets = row_targets(static_cast<Choice*>(step.seqs[r]->owner));
+    host_rows[static_cast<size_t>(plan.logits_begin(static_cast<int>(r)))] =
+        !std::all_of(targets.begin(), targets.end(),
+                     [](const Choice* t) { return t->finished || plain_greedy(*t); });
+  }
+  const Runner::Selected out = runner.step_select(plan, host_rows);
   scheduler->complete(step);
-  const auto vocab = static_cast<size_t>(model.vocab_size());
+  // Who samples from which row, in row order; forks are made here.
+  struct Job {
+    Choice* target;
+    int64_t row;  // logit row
+    TokenInfo info;
+  };
+  std::vector<Job> jobs;
   for (size_t r = 0; r < step.rows.size(); ++r) {
     if (plan.logits_count(static_cast<int>(r)) == 0) continue;
     auto* c = static_cast<Choice*>(step.seqs[r]->owner);
     Active& a = *c->active;
-    const float* row = logits.row<float>(plan.logits_begin(static_cast<int>(r)));
-    std::vector<Choice*> targets = {c};
+    const std::vector<Choice*> targets = row_targets(c);
     if (!a.forked) {
       // The prompt is in the KV: every other choice becomes a fork sharing its blocks.
       a.forked = true;
       a.usage.cached_tokens = c->seq.cached_tokens;
       c->seq.rows = 1;
-      for (size_t i = 1; i < a.choices.size(); ++i) {
-        scheduler->fork(&c->seq, &a.choices[i]->seq);
-        targets.push_back(a.choices[i].get());
-      }
+      for (size_t i = 1; i < a.choices.size(); ++i) scheduler->fork(&c->seq, &a.choices[i]->seq);
     }
-    const RequestId id = a.id;
     for (Choice* target : targets) {
-      if (active.count(id) == 0) break;  // every choice finished: the request is gone
-      if (target->finished) continue;
-      std::copy(row, row + vocab, scratch.begin());
-      sample_choice(*target, scratch);
+      if (!target->finished) jobs.push_back({target, plan.logits_begin(static_cast<int>(r)), {}});
     }
+  }
+  // Each choice samples from its own copy of the row, rows in parallel: a choice's token
+  // depends only on its logits, parameters and history, so the order of work is free.
+  const auto vocab = static_cast<size_t>(model.vocab_size());
+  ThreadPool::global().parallel_for(
+      static_cast<int64_t>(jobs.size()), 1, [&](int64_t begin, int64_t end) {
+        std::vector<float> scratch;
+        for (int64_t j = begin; j < end; ++j) {
+          Job& job = jobs[static_cast<size_t>(j)];
+          if (!out.argmax.empty() && !host_rows[static_cast<size_t>(job.row)]) {
+            job.info.token = out.argmax[static_cast<size_t>(job.row)];
+            continue;
+          }
+          const float* row = out.logits.row<float>(job.row);
+          scratch.assign(row, row + vocab);
+          job.info = sample_token(scratch, sample_input(*job.target));
+        }
+      });
+  // Tokens land in row order: events, stops and finished requests as one at a time would.
+  for (Job& job : jobs) {
+    if (active.count(job.target->active->id) == 0) continue;  // the request is gone
+    if (job.target->finished) continue;
+    apply_token(*job.target, std::move(job.info));
   }
   end_failed();
 }

@@ -138,6 +138,40 @@ std::vector<int32_t> Runner::step_argmax(kv::StepPlan& plan) {
   return ids;
 }
 
+Runner::Selected Runner::step_select(kv::StepPlan& plan, std::span<const char> host_rows) {
+  Tensor logits = forward(plan);
+  RINGLM_CHECK(static_cast<int64_t>(host_rows.size()) == logits.size(0),
+               "step_select: ", host_rows.size(), " row flags for ", logits.size(0), " logit rows");
+  Selected out;
+  if (logits.device == Device::CPU) {
+    out.logits = logits;
+    return out;
+  }
+  const int64_t rows = logits.size(0), vocab = logits.size(1);
+  out.argmax.resize(static_cast<size_t>(rows));
+  logits_.resize(static_cast<size_t>(logits.numel()));
+  out.logits = Tensor(logits_.data(), DType::F32, {rows, vocab});
+  if (rows == 0) return out;
+  Tensor device_ids(argmax_device_.data(), DType::I32, {rows}, logits.device);
+  ops::argmax(logits, device_ids);
+  copy_bytes(out.argmax.data(), Device::CPU, device_ids.data, device_ids.device,
+             device_ids.nbytes());
+  // The asked rows, one copy per run of consecutive ones.
+  const size_t row_bytes = static_cast<size_t>(vocab) * sizeof(float);
+  for (int64_t r = 0; r < rows;) {
+    if (host_rows[static_cast<size_t>(r)] == 0) {
+      ++r;
+      continue;
+    }
+    int64_t end = r + 1;
+    while (end < rows && host_rows[static_cast<size_t>(end)] != 0) ++end;
+    copy_bytes(logits_.data() + r * vocab, Device::CPU, logits.row<float>(r), logits.device,
+               static_cast<size_t>(end - r) * row_bytes);
+    r = end;
+  }
+  return out;
+}
+
 GreedyResult generate_greedy(Runner& runner, const std::vector<std::vector<int32_t>>& prompts,
                              const GreedyOptions& options) {
   RINGLM_USER_CHECK(options.max_new_tokens >= 1, "max_new_tokens must be at least 1");

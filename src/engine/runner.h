@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "core/arena.h"
@@ -63,6 +64,15 @@ class Runner {
   // Runs one step and returns the argmax of each wanted logit row (computed on the model's
   // device: a GPU step copies back only the ids).
   std::vector<int32_t> step_argmax(kv::StepPlan& plan);
+  // A step for a sampler that needs whole logit rows only for some of them. GPU models: the
+  // argmax of every wanted logit row is computed on the device (ids as step_argmax's), and only
+  // the rows with host_rows[i] set are copied to the host — a greedy row costs 4 bytes, not a
+  // vocabulary row. CPU models: argmax is empty and every row is in logits (as step()).
+  struct Selected {
+    std::vector<int32_t> argmax;  // [wanted logit rows] or empty
+    Tensor logits;                // host F32[wanted logit rows, vocab]; rows not asked unset
+  };
+  Selected step_select(kv::StepPlan& plan, std::span<const char> host_rows);
   // GPU models: decode steps replayed from a captured CUDA graph so far (0 on CPU).
   int64_t graph_replays() const;
 
