@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <initializer_list>
+#include <string>
 
 #include "backends/cuda/cuda_ops.h"
 #include "backends/cuda/device_buffer.h"
@@ -70,6 +71,16 @@ inline Owned copy_of(const Owned& src) {
                             : Owned(t.dtype, {t.shape[0], t.shape[1], t.shape[2], t.shape[3]});
   std::memcpy(out.t().data, t.data, t.nbytes());
   return out;
+}
+
+// cuda::synchronize() throws an error whose message contains `needle` (a value a kernel rejected).
+inline void expect_sync_error(const std::string& needle) {
+  try {
+    cuda::synchronize();
+    ADD_FAILURE() << "expected an error containing \"" << needle << "\"";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace ringlm::ops::testing
