@@ -306,6 +306,7 @@ void Engine::Impl::run_step() {
   scheduler->complete(step);
   // Who samples from which row, in row order; forks are made here.
   struct Job {
+    RequestId request;  // checked before `target` is touched: a finished request is freed
     Choice* target;
     int64_t row;  // logit row
     TokenInfo info;
@@ -324,7 +325,8 @@ void Engine::Impl::run_step() {
       for (size_t i = 1; i < a.choices.size(); ++i) scheduler->fork(&c->seq, &a.choices[i]->seq);
     }
     for (Choice* target : targets) {
-      if (!target->finished) jobs.push_back({target, plan.logits_begin(static_cast<int>(r)), {}});
+      if (!target->finished)
+        jobs.push_back({a.id, target, plan.logits_begin(static_cast<int>(r)), {}});
     }
   }
   // Each choice samples from its own copy of the row, rows in parallel: a choice's token
@@ -346,7 +348,7 @@ void Engine::Impl::run_step() {
       });
   // Tokens land in row order: events, stops and finished requests as one at a time would.
   for (Job& job : jobs) {
-    if (active.count(job.target->active->id) == 0) continue;  // the request is gone
+    if (active.count(job.request) == 0) continue;  // every choice finished: the request is gone
     if (job.target->finished) continue;
     apply_token(*job.target, std::move(job.info));
   }
