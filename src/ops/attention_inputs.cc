@@ -39,8 +39,11 @@ void prepare_attention(AttentionInputs& in, const QkTransform& transform, KvLaye
   const bool writes_kv = !in.k.empty();
   RINGLM_CHECK(writes_kv == (kv != nullptr) && in.k.empty() == in.v.empty(),
                "prepare_attention: k, v and the KV view go together");
+  const Tensor none;
   [[maybe_unused]] const Device dev =
-      detail::device_of("prepare_attention", {&in.q, &in.k, &in.v, &in.positions, &in.slots});
+      detail::device_of("prepare_attention", {&in.q, &in.k, &in.v, &in.positions, &in.slots,
+                                              has(transform.q_norm) ? transform.q_norm : &none,
+                                              has(transform.k_norm) ? transform.k_norm : &none});
 #ifdef RINGLM_HAS_CUDA
   if (dev == Device::CUDA) {
     detail::check_rope(in.q, in.positions, *transform.rope);

@@ -162,5 +162,30 @@ TEST(OpErrors, KvWrite) {
                {"kv_write", "slot 0", "two tokens"});
 }
 
+// prepare_attention: k, v and the view go together; a wrong norm weight, rope table or slot is
+// rejected by the checks of the op it stands for, naming it.
+TEST(OpErrors, PrepareAttention) {
+  Owned ck(DType::BF16, {2, 4, 2, 8}), cv(DType::BF16, {2, 4, 2, 8});
+  Owned q(DType::F32, {3, 4, 8}), k(DType::F32, {3, 2, 8}), v(DType::F32, {3, 2, 8});
+  Owned pos(DType::I32, {3}), slots(DType::I32, {3}), norm_bad(DType::F32, {7});
+  for (int t = 0; t < 3; ++t) slots.p<int32_t>()[t] = t;
+  KvLayerView kv{ck.t(), cv.t()};
+  RopeTable table;
+  table.rotary_dim = 8;
+  table.inv_freq.assign(4, 1.0f);
+  AttentionInputs in{q.t(), k.t(), v.t(), pos.t(), slots.t()};
+  const QkTransform plain{nullptr, nullptr, {}, &table};
+  expect_error([&] { prepare_attention(in, plain, nullptr); }, {"prepare_attention", "together"});
+  const QkTransform bad_norm{&norm_bad.t(), nullptr, {}, &table};
+  expect_error([&] { prepare_attention(in, bad_norm, &kv); }, {"rms_norm weight", "[7]"});
+  table.rotary_dim = 10;
+  expect_error([&] { prepare_attention(in, plain, &kv); }, {"rope", "rotary_dim 10"});
+  table.rotary_dim = 8;
+  slots.p<int32_t>()[2] = 8;  // capacity is 8
+  expect_error([&] { prepare_attention(in, plain, &kv); }, {"kv_write", "slot 8"});
+  slots.p<int32_t>()[2] = 2;
+  EXPECT_NO_THROW(prepare_attention(in, plain, &kv));
+}
+
 }  // namespace
 }  // namespace ringlm::ops
