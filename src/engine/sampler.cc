@@ -50,6 +50,53 @@ void process_logits(std::span<float> logits, const SamplingParams& params,
   }
 }
 
+namespace {
+
+// Where top_p cuts the tokens sorted by weight (heaviest first, lower id first on ties): a token
+// is kept while the mass before it is < limit. Kept: every token heavier than `weight`, and those
+// of exactly `weight` up to id `last_tied_id`. A selection (partition around a pivot weight,
+// keep the side that holds the cut), not a sort: O(vocab) expected. `ids` is reordered.
+struct TopPCut {
+  double weight;
+  int32_t last_tied_id;
+};
+TopPCut top_p_cut(std::vector<int32_t>& ids, const std::vector<double>& w, double limit) {
+  const auto weight = [&](int32_t id) { return w[static_cast<size_t>(id)]; };
+  auto begin = ids.begin(), end = ids.end();
+  double before = 0;  // mass of the tokens ahead of [begin, end)
+  while (begin != end) {
+    // Median of three by weight as the pivot.
+    const auto mid = begin + (end - begin) / 2;
+    double a = weight(*begin), b = weight(*mid), c = weight(*(end - 1));
+    if (a > b) std::swap(a, b);
+    const double pivot = std::max(a, std::min(b, c));
+    const auto heavy_end =
+        std::partition(begin, end, [&](int32_t id) { return weight(id) > pivot; });
+    const auto tied_end =
+        std::partition(heavy_end, end, [&](int32_t id) { return weight(id) == pivot; });
+    double heavy = 0;
+    for (auto it = begin; it != heavy_end; ++it) heavy += weight(*it);
+    if (before + heavy >= limit && heavy_end != begin) {
+      end = heavy_end;  // the cut is among the heavier tokens
+      continue;
+    }
+    // Every heavier token is kept; the tied ones in id order while the mass before is < limit.
+    before += heavy;
+    std::sort(heavy_end, tied_end);
+    int32_t last_tied = -1;
+    for (auto it = heavy_end; it != tied_end && before < limit; ++it) {
+      last_tied = *it;
+      before += pivot;
+    }
+    if (before >= limit || tied_end == end) return {pivot, last_tied};
+    begin = tied_end;  // all of them kept: the cut is among the lighter ones
+  }
+  // Not reached (the region never empties); keep everything rather than nothing.
+  return {-std::numeric_limits<double>::infinity(), std::numeric_limits<int32_t>::max()};
+}
+
+}  // namespace
+
 std::vector<double> sampling_distribution(std::span<const float> processed,
                                           const SamplingParams& params) {
   const size_t vocab = processed.size();
@@ -93,31 +140,11 @@ std::vector<double> sampling_distribution(std::span<const float> processed,
   if (params.top_p < 1.0f) {
     double total = 0;
     for (int32_t id : order) total += w[static_cast<size_t>(id)];
-    const double limit = static_cast<double>(params.top_p) * total;
-    // Only the most probable tokens need sorting: if the tokens of weight >= floor carry
-    // `limit`, every lighter token has at least that much mass before it and is dropped. The
-    // largest weight is 1; floor shrinks until the head is heavy enough.
-    std::vector<int32_t> head;
-    for (double floor = 1e-3;; floor = floor > 1e-12 ? floor * 1e-3 : 0.0) {
-      head.clear();
-      double mass = 0;
-      for (int32_t id : order) {
-        if (w[static_cast<size_t>(id)] >= floor) {
-          head.push_back(id);
-          mass += w[static_cast<size_t>(id)];
-        }
-      }
-      if (mass >= limit || floor == 0.0) break;
-    }
-    std::sort(head.begin(), head.end(), by_weight);
-    std::vector<char> kept(w.size(), 0);
-    double before = 0;
-    for (int32_t id : head) {
-      kept[static_cast<size_t>(id)] = before < limit;
-      before += w[static_cast<size_t>(id)];
-    }
+    const TopPCut cut = top_p_cut(order, w, static_cast<double>(params.top_p) * total);
     for (int32_t id : order) {
-      if (!kept[static_cast<size_t>(id)]) w[static_cast<size_t>(id)] = 0.0;
+      const double v = w[static_cast<size_t>(id)];
+      if (v < cut.weight || (v == cut.weight && id > cut.last_tied_id))
+        w[static_cast<size_t>(id)] = 0.0;
     }
   }
   const double sum = std::accumulate(w.begin(), w.end(), 0.0);

@@ -113,6 +113,28 @@ TEST(Sampler, MatchesTheReferenceOnRandomLogits) {
   }
 }
 
+// top_p (and top_k) where many tokens share a weight: logits from a few integer levels, so the
+// cut falls inside a run of ties, which are kept in id order.
+TEST(Sampler, TopPWithManyTiesMatchesTheReference) {
+  std::mt19937 rng(9);
+  std::uniform_real_distribution<float> unit(0.0f, 1.0f);
+  for (int trial = 0; trial < 300; ++trial) {
+    const size_t vocab = 50 + static_cast<size_t>(trial % 7) * 41;
+    std::vector<float> logits(vocab);
+    for (float& l : logits) l = static_cast<float>(static_cast<int>(rng() % 5));
+    SamplingParams p;
+    p.temperature = 0.5f + unit(rng);
+    p.top_p = 0.05f + 0.9f * unit(rng);
+    p.top_k = trial % 4 == 0 ? 1 + static_cast<int>(rng() % 30) : 0;
+    const auto want = reference_probs(logits, p, {}, {}, {});
+    const auto got = sampling_distribution(logits, p);
+    for (size_t i = 0; i < vocab; ++i) {
+      ASSERT_NEAR(got[i], want[i], 1e-9) << "trial " << trial << " id " << i;
+      ASSERT_EQ(got[i] == 0, want[i] == 0) << "trial " << trial << " id " << i;
+    }
+  }
+}
+
 TEST(Sampler, ManySeedsFollowTheDistribution) {
   // Fixed seeds 0..N-1: deterministic, and a chi-square far beyond the 1e-6 quantile of 7
   // degrees of freedom (~37) would mean the draws do not follow the probabilities.
