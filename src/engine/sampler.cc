@@ -5,6 +5,7 @@
 #include <limits>
 #include <numeric>
 
+#include "backends/cpu/cpu_ops.h"
 #include "engine/philox.h"
 
 namespace ringlm::engine {
@@ -95,30 +96,30 @@ TopPCut top_p_cut(std::vector<int32_t>& ids, const std::vector<double>& w, doubl
   return {-std::numeric_limits<double>::infinity(), std::numeric_limits<int32_t>::max()};
 }
 
-}  // namespace
-
-std::vector<double> sampling_distribution(std::span<const float> processed,
-                                          const SamplingParams& params) {
+// sampling_distribution before its normalization (pick_token takes unnormalized weights).
+std::vector<double> sampling_weights(std::span<const float> processed,
+                                     const SamplingParams& params) {
   const size_t vocab = processed.size();
   std::vector<double> w(vocab, 0.0);
   const double t = params.temperature;
-  double top = -std::numeric_limits<double>::infinity();
-  for (float l : processed) top = std::max(top, static_cast<double>(l) / t);
+  // max(l / t) is (max l) / t: the division rounds monotonically.
+  double largest = -std::numeric_limits<double>::infinity();
+  for (float l : processed) largest = std::max(largest, static_cast<double>(l));
+  const double top = largest / t;
   if (!std::isfinite(top)) {
     // Every token suppressed: fall back to the lowest id rather than produce NaNs.
     w[0] = 1.0;
     return w;
   }
   // Unnormalized: the most probable token has weight 1, so min_p compares weights directly.
-  for (size_t i = 0; i < vocab; ++i) {
-    const double x = static_cast<double>(processed[i]) / t - top;
-    w[i] = std::isfinite(x) ? std::exp(x) : 0.0;
-  }
+  cpu::sampling_weights(processed, t, top, w);
   if (params.min_p > 0.0f) {
     for (double& v : w) {
       if (v < params.min_p) v = 0.0;
     }
   }
+  const bool top_k = params.top_k > 0 && static_cast<size_t>(params.top_k) < vocab;
+  if (!top_k && params.top_p >= 1.0f) return w;
   std::vector<int32_t> order;
   order.reserve(vocab);
   for (size_t i = 0; i < vocab; ++i) {
@@ -147,6 +148,14 @@ std::vector<double> sampling_distribution(std::span<const float> processed,
         w[static_cast<size_t>(id)] = 0.0;
     }
   }
+  return w;
+}
+
+}  // namespace
+
+std::vector<double> sampling_distribution(std::span<const float> processed,
+                                          const SamplingParams& params) {
+  std::vector<double> w = sampling_weights(processed, params);
   const double sum = std::accumulate(w.begin(), w.end(), 0.0);
   for (double& v : w) v /= sum;
   return w;
@@ -180,9 +189,9 @@ namespace {
 void fill_logprobs(std::span<const float> processed, int top_n, TokenInfo& info) {
   double top = -std::numeric_limits<double>::infinity();
   for (float l : processed) top = std::max(top, static_cast<double>(l));
-  double sum = 0;
-  for (float l : processed) sum += std::exp(static_cast<double>(l) - top);
-  const double lse = top + std::log(sum);
+  std::vector<double> e(processed.size());
+  cpu::sampling_weights(processed, 1.0, top, e);  // exp(l - top), the same vector exp
+  const double lse = top + std::log(std::accumulate(e.begin(), e.end(), 0.0));
   const auto logprob = [&](int32_t id) {
     return static_cast<float>(static_cast<double>(processed[static_cast<size_t>(id)]) - lse);
   };
@@ -212,8 +221,8 @@ TokenInfo sample_token(std::span<float> logits, const SampleInput& input) {
   if (params.temperature == 0.0f) {
     info.token = argmax_token(logits);
   } else {
-    const auto probs = sampling_distribution(logits, params);
-    info.token = pick_token(probs, philox_uniform(input.seed, input.choice, input.index));
+    const auto weights = sampling_weights(logits, params);
+    info.token = pick_token(weights, philox_uniform(input.seed, input.choice, input.index));
   }
   if (params.want_logprobs || params.logprobs > 0) fill_logprobs(logits, params.logprobs, info);
   return info;

@@ -7,6 +7,8 @@
 // the tile it lands in or the thread split. A row's result is bitwise the same alone or batched.
 #pragma once
 
+#include <span>
+
 #include "core/tensor.h"
 #include "ops/ops.h"
 #include "ops/weight.h"
@@ -53,6 +55,10 @@ void gated_activation(const Tensor& gate,                        // F32[M, I]
 void softmax(Tensor& x);                    // F32[M, N]
 void argmax(const Tensor& x, Tensor& out);  // F32[M, N] -> I32[M]
 void softcap(Tensor& x, float cap);         // F32[M, N]
+
+// The sampler's weights (engine/sampler.cc): w[i] = exp(x[i] / t − top) in f64 (≤ 1 ulp), 0 where
+// that is not finite. t > 0; w has x's size.
+void sampling_weights(std::span<const float> x, double t, double top, std::span<double> w);
 
 void attention(const Tensor& q,  // F32[T, q_heads, head_dim] contiguous
                const ops::KvLayerView& kv, const ops::AttentionRows& rows,
