@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <numeric>
 
@@ -120,23 +121,34 @@ std::vector<double> sampling_weights(std::span<const float> processed,
   }
   const bool top_k = params.top_k > 0 && static_cast<size_t>(params.top_k) < vocab;
   if (!top_k && params.top_p >= 1.0f) return w;
-  std::vector<int32_t> order;
-  order.reserve(vocab);
-  for (size_t i = 0; i < vocab; ++i) {
-    if (w[i] > 0) order.push_back(static_cast<int32_t>(i));
-  }
-  const auto by_weight = [&](int32_t a, int32_t b) {
-    const double wa = w[static_cast<size_t>(a)], wb = w[static_cast<size_t>(b)];
-    return wa != wb ? wa > wb : a < b;
-  };
-  if (params.top_k > 0 && static_cast<size_t>(params.top_k) < order.size()) {
-    const auto kth = order.begin() + (params.top_k - 1);
-    std::nth_element(order.begin(), kth, order.end(), by_weight);
-    const double threshold = w[static_cast<size_t>(*kth)];
-    for (int32_t id : order) {
-      if (w[static_cast<size_t>(id)] < threshold) w[static_cast<size_t>(id)] = 0.0;
+  // top_k: the k-th largest weight is the threshold (ties with it kept) — one pass with a min-heap
+  // of the k largest so far; a row with k or fewer tokens left keeps them all.
+  double threshold = 0.0;
+  if (top_k) {
+    const auto k = static_cast<size_t>(params.top_k);
+    std::vector<double> heap;
+    heap.reserve(k);
+    for (double v : w) {
+      if (v <= 0.0) continue;
+      if (heap.size() < k) {
+        heap.push_back(v);
+        std::push_heap(heap.begin(), heap.end(), std::greater<>());
+      } else if (v > heap.front()) {
+        std::pop_heap(heap.begin(), heap.end(), std::greater<>());
+        heap.back() = v;
+        std::push_heap(heap.begin(), heap.end(), std::greater<>());
+      }
     }
-    std::erase_if(order, [&](int32_t id) { return w[static_cast<size_t>(id)] == 0.0; });
+    if (heap.size() == k) threshold = heap.front();
+  }
+  std::vector<int32_t> order;
+  for (size_t i = 0; i < vocab; ++i) {
+    if (w[i] <= 0.0) continue;
+    if (w[i] < threshold) {
+      w[i] = 0.0;
+    } else {
+      order.push_back(static_cast<int32_t>(i));
+    }
   }
   if (params.top_p < 1.0f) {
     double total = 0;
