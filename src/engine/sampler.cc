@@ -141,24 +141,33 @@ std::vector<double> sampling_weights(std::span<const float> processed,
     }
     if (heap.size() == k) threshold = heap.front();
   }
-  std::vector<int32_t> order;
-  for (size_t i = 0; i < vocab; ++i) {
-    if (w[i] <= 0.0) continue;
-    if (w[i] < threshold) {
-      w[i] = 0.0;
-    } else {
-      order.push_back(static_cast<int32_t>(i));
+  if (params.top_p >= 1.0f) {
+    for (double& v : w) {
+      if (v < threshold) v = 0.0;
     }
+    return w;
   }
-  if (params.top_p < 1.0f) {
-    double total = 0;
-    for (int32_t id : order) total += w[static_cast<size_t>(id)];
-    const TopPCut cut = top_p_cut(order, w, static_cast<double>(params.top_p) * total);
-    for (int32_t id : order) {
-      const double v = w[static_cast<size_t>(id)];
-      if (v < cut.weight || (v == cut.weight && id > cut.last_tied_id))
-        w[static_cast<size_t>(id)] = 0.0;
-    }
+  // top_p. The head — tokens of weight >= kHeadFloor (the largest is 1) — often carries the
+  // limit alone; then every lighter token has at least that much mass before it and is dropped,
+  // and the cut is looked for among the head only.
+  constexpr double kHeadFloor = 1e-3;
+  double total = 0, head = 0;
+  for (double& v : w) {
+    if (v < threshold) v = 0.0;
+    total += v;
+    if (v >= kHeadFloor) head += v;
+  }
+  const double limit = static_cast<double>(params.top_p) * total;
+  const double floor = head >= limit ? kHeadFloor : 0.0;
+  std::vector<int32_t> candidates;
+  for (size_t i = 0; i < vocab; ++i) {
+    if (w[i] > 0.0 && w[i] >= floor) candidates.push_back(static_cast<int32_t>(i));
+  }
+  const TopPCut cut = top_p_cut(candidates, w, limit);
+  for (size_t i = 0; i < vocab; ++i) {
+    const double v = w[i];
+    if (v < cut.weight || (v == cut.weight && static_cast<int32_t>(i) > cut.last_tied_id))
+      w[i] = 0.0;
   }
   return w;
 }
