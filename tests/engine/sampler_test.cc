@@ -135,6 +135,34 @@ TEST(Sampler, TopPWithManyTiesMatchesTheReference) {
   }
 }
 
+// top_p where the mass sits in a wide tail far below the largest token (one token 8 above 20,000
+// near-equal ones: the tokens within 10⁻³ of the largest weight do not carry the top_p mass, so
+// the cut must be looked for among all) and where a few tokens carry it (peaked rows).
+TEST(Sampler, TopPOnTailAndPeakedRowsMatchesTheReference) {
+  std::mt19937 rng(13);
+  std::normal_distribution<float> noise(0.0f, 0.1f);
+  for (int trial = 0; trial < 6; ++trial) {
+    const bool peaked = trial % 2 == 1;
+    std::vector<float> logits(20000);
+    for (float& l : logits) l = peaked ? 3.0f * noise(rng) : noise(rng);
+    for (int i = 0; i < (peaked ? 10 : 1); ++i)
+      logits[rng() % logits.size()] += peaked ? 14.0f : 8.0f;
+    SamplingParams p;
+    p.temperature = 1.0f;
+    p.top_p = 0.5f + 0.08f * static_cast<float>(trial);
+    const auto want = reference_probs(logits, p, {}, {}, {});
+    const auto got = sampling_distribution(logits, p);
+    size_t kept = 0;
+    for (size_t i = 0; i < logits.size(); ++i) {
+      ASSERT_NEAR(got[i], want[i], 1e-9) << "trial " << trial << " id " << i;
+      ASSERT_EQ(got[i] == 0, want[i] == 0) << "trial " << trial << " id " << i;
+      kept += got[i] > 0;
+    }
+    // The tail rows keep thousands of tokens, the peaked ones at most their 10.
+    EXPECT_TRUE(peaked ? kept <= 10 : kept > 1000) << "trial " << trial << " kept " << kept;
+  }
+}
+
 TEST(Sampler, ManySeedsFollowTheDistribution) {
   // Fixed seeds 0..N-1: deterministic, and a chi-square far beyond the 1e-6 quantile of 7
   // degrees of freedom (~37) would mean the draws do not follow the probabilities.
