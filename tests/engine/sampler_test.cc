@@ -79,6 +79,18 @@ std::vector<float> random_logits(std::mt19937& rng, size_t vocab, float scale) {
   return logits;
 }
 
+// got equals the reference: every probability within 1e-9, and zero exactly where it is zero.
+::testing::AssertionResult matches_reference(const std::vector<double>& got,
+                                             const std::vector<double>& want) {
+  if (got.size() != want.size())
+    return ::testing::AssertionFailure() << got.size() << " probabilities, want " << want.size();
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (!(std::fabs(got[i] - want[i]) <= 1e-9) || (got[i] == 0) != (want[i] == 0))
+      return ::testing::AssertionFailure() << "id " << i << ": " << got[i] << ", want " << want[i];
+  }
+  return ::testing::AssertionSuccess();
+}
+
 TEST(Sampler, MatchesTheReferenceOnRandomLogits) {
   std::mt19937 rng(7);
   std::uniform_real_distribution<float> unit(0.0f, 1.0f);
@@ -105,11 +117,7 @@ TEST(Sampler, MatchesTheReferenceOnRandomLogits) {
     for (int32_t t : generated) history.add_generated(t);
     process_logits(logits, p, history, suppressed);
     const auto got = sampling_distribution(logits, p);
-    ASSERT_EQ(got.size(), want.size());
-    for (size_t i = 0; i < vocab; ++i) {
-      ASSERT_NEAR(got[i], want[i], 1e-9) << "trial " << trial << " id " << i;
-      ASSERT_EQ(got[i] == 0, want[i] == 0) << "trial " << trial << " id " << i;
-    }
+    ASSERT_TRUE(matches_reference(got, want)) << "trial " << trial;
   }
 }
 
@@ -128,10 +136,7 @@ TEST(Sampler, TopPWithManyTiesMatchesTheReference) {
     p.top_k = trial % 4 == 0 ? 1 + static_cast<int>(rng() % 30) : 0;
     const auto want = reference_probs(logits, p, {}, {}, {});
     const auto got = sampling_distribution(logits, p);
-    for (size_t i = 0; i < vocab; ++i) {
-      ASSERT_NEAR(got[i], want[i], 1e-9) << "trial " << trial << " id " << i;
-      ASSERT_EQ(got[i] == 0, want[i] == 0) << "trial " << trial << " id " << i;
-    }
+    ASSERT_TRUE(matches_reference(got, want)) << "trial " << trial;
   }
 }
 
@@ -152,12 +157,8 @@ TEST(Sampler, TopPOnTailAndPeakedRowsMatchesTheReference) {
     p.top_p = 0.5f + 0.08f * static_cast<float>(trial);
     const auto want = reference_probs(logits, p, {}, {}, {});
     const auto got = sampling_distribution(logits, p);
-    size_t kept = 0;
-    for (size_t i = 0; i < logits.size(); ++i) {
-      ASSERT_NEAR(got[i], want[i], 1e-9) << "trial " << trial << " id " << i;
-      ASSERT_EQ(got[i] == 0, want[i] == 0) << "trial " << trial << " id " << i;
-      kept += got[i] > 0;
-    }
+    ASSERT_TRUE(matches_reference(got, want)) << "trial " << trial;
+    const auto kept = std::count_if(got.begin(), got.end(), [](double v) { return v > 0; });
     // The tail rows keep thousands of tokens, the peaked ones at most their 10.
     EXPECT_TRUE(peaked ? kept <= 10 : kept > 1000) << "trial " << trial << " kept " << kept;
   }
