@@ -404,9 +404,10 @@ std::string label(Format f, const Config& c) {
   return s.str();
 }
 
-void check_attention(Format f, const Config& c, uint32_t seed) {
+void check_attention(Format f, const Config& c, uint32_t seed,
+                     const std::vector<RowSpec>& rows = kRows) {
   SCOPED_TRACE(label(f, c));
-  const Problem p(f, c, kRows, seed);
+  const Problem p(f, c, rows, seed);
   const AttentionParams params = params_for(c);
   const int64_t T = p.layout.tokens();
   Owned ref(DType::F32, {T, c.q_heads, c.head_dim});
@@ -454,6 +455,47 @@ TEST(CudaQuantizedKv, TurboAttentionMatchesCpu) {
   for (const Format& f : kAttentionTurbo)
     for (int D : {32, 64, 128, 256})
       for (const Config& c : configs_for(D)) check_attention(f, c, seed++);
+}
+
+// A step of decode rows only: the split-K merge un-rotates the TurboQuant output, and its parts
+// are merged by the last block of each decode task (not a merge kernel). The output matches the
+// CPU kernel, and equals the merge kernel's bit for bit, twice over the same ticket buffer (the
+// counters must come back to zero).
+const std::vector<RowSpec> kDecodeRows = {{1, 1}, {1, 37}, {1, 700}, {1, 9000}, {1, 64}};
+
+TEST(CudaQuantizedKv, TurboDecodeOnlyStepMatchesCpu) {
+  RINGLM_REQUIRE_GPU();
+  uint32_t seed = 900;
+  for (const Format& f : kAttentionTurbo)
+    for (int D : {64, 128, 256})
+      for (const Config& c : configs_for(D)) check_attention(f, c, seed++, kDecodeRows);
+}
+
+TEST(CudaQuantizedKv, TurboMergeInKernelEqualsMergeKernel) {
+  RINGLM_REQUIRE_GPU();
+  for (const Format& f : {Format{8, 32, 3}, Format{4, 32, 2}}) {
+    for (const Config& c : {Config{128, 8, 2, 16, 0, 0.0f}, Config{64, 8, 1, 16, 40, 0.0f},
+                            Config{256, 16, 1, 16, 0, 0.0f}}) {
+      SCOPED_TRACE(label(f, c));
+      const Problem p(f, c, kDecodeRows, 13);
+      const AttentionParams params = params_for(c);
+      const int64_t T = p.layout.tokens();
+      const DeviceCache dc(p.cache);
+      const KvLayerView view = dc.view();
+      OnDevice dq(p.q), separate(DType::F32, {T, c.q_heads, c.head_dim}),
+          merged(DType::F32, {T, c.q_heads, c.head_dim}),
+          again(DType::F32, {T, c.q_heads, c.head_dim});
+      cuda::set_decode_merge_in_kernel(false);
+      attention(dq.t(), view, p.layout.rows(), params, separate.t());
+      cuda::set_decode_merge_in_kernel(true);
+      attention(dq.t(), view, p.layout.rows(), params, merged.t());
+      attention(dq.t(), view, p.layout.rows(), params, again.t());
+      cuda::synchronize();
+      const Owned a = separate.to_host(), b = merged.to_host(), d = again.to_host();
+      EXPECT_TRUE(testing::bitwise_equal(a.t(), b.t()));
+      EXPECT_TRUE(testing::bitwise_equal(a.t(), d.t()));
+    }
+  }
 }
 
 // Each row computed alone (its own one-row layout over the same cache) equals its rows of the

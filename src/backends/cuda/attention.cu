@@ -27,6 +27,8 @@
 #include <atomic>
 #include <bit>
 #include <cstdint>
+#include <cstdlib>
+#include <string_view>
 
 #include "backends/cuda/attention_launch.h"
 #include "backends/cuda/cuda_ops.h"
@@ -128,6 +130,24 @@ void set_decode_part_limit(int parts) {
 
 int decode_part_limit() {
   return g_decode_part_limit.load();
+}
+
+namespace {
+std::atomic<bool>& merge_in_kernel_flag() {
+  static std::atomic<bool> enabled = [] {
+    const char* v = std::getenv("RINGLM_CUDA_MERGE_IN_KERNEL");
+    return v == nullptr || std::string_view(v) != "0";
+  }();
+  return enabled;
+}
+}  // namespace
+
+void set_decode_merge_in_kernel(bool enabled) {
+  merge_in_kernel_flag().store(enabled);
+}
+
+bool decode_merge_in_kernel() {
+  return merge_in_kernel_flag().load();
 }
 
 void attention(const Tensor& q, const ops::KvLayerView& kv, const ops::AttentionRows& rows,

@@ -107,6 +107,11 @@ void softcap(Tensor& x, float cap);         // F32[M, N]
 // a row's bits independent of the batch.
 void set_decode_part_limit(int parts);
 int decode_part_limit();
+// Whether the tensor-core decode kernels merge their split-K parts themselves (the last block of
+// a task) instead of a merge kernel after them: bit for bit the same output. On unless the
+// environment sets RINGLM_CUDA_MERGE_IN_KERNEL=0 or a test turns it off.
+void set_decode_merge_in_kernel(bool enabled);
+bool decode_merge_in_kernel();
 
 // head_dim <= kMaxHeadDim.
 constexpr int kMaxHeadDim = 256;

@@ -39,7 +39,7 @@ Context::~Context() {
   if (stream_ != nullptr) (void)cudaStreamDestroy(stream_);
 }
 
-void* Context::scratch(Scratch slot, size_t bytes) {
+void* Context::scratch(Scratch slot, size_t bytes, bool zeroed) {
   Buffer& b = scratch_[static_cast<size_t>(slot)];
   if (bytes <= b.bytes) return b.ptr;
   RINGLM_CUDA_CHECK(cudaStreamSynchronize(stream_));  // queued work may still read b
@@ -49,6 +49,7 @@ void* Context::scratch(Scratch slot, size_t bytes) {
   b.bytes = 0;
   ++scratch_generation_;
   RINGLM_CUDA_CHECK(cudaMalloc(&b.ptr, grown));
+  if (zeroed) RINGLM_CUDA_CHECK(cudaMemset(b.ptr, 0, grown));
   b.bytes = grown;
   return b.ptr;
 }

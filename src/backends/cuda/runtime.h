@@ -45,7 +45,15 @@ struct DeviceErrorRecord {
   long long bound;  // the exclusive upper bound it broke (0 when only >= 0 was required)
 };
 
-enum class Scratch { MatmulInput, Rows, AttentionPartials, DequantTile, Reduce, Count };
+enum class Scratch {
+  MatmulInput,
+  Rows,
+  AttentionPartials,
+  DequantTile,
+  Reduce,
+  MergeTickets,
+  Count
+};
 
 class Context {
  public:
@@ -60,7 +68,8 @@ class Context {
   DeviceErrorRecord* errors() const { return errors_; }
   // At least `bytes` of device memory for one purpose. Reuse is stream-ordered: work queued
   // earlier on stream() may still read the previous contents; growing waits for it first.
-  void* scratch(Scratch slot, size_t bytes);
+  // `zeroed`: a new buffer starts as zeros (counters that their users return to zero).
+  void* scratch(Scratch slot, size_t bytes, bool zeroed = false);
   // Changes whenever a scratch buffer moves (CUDA graphs captured before then are stale).
   uint64_t scratch_generation() const { return scratch_generation_; }
   // Waits for stream(), then throws for a recorded device-side error (and clears it).

@@ -29,6 +29,10 @@ struct AttnArgs {
   // TurboQuant decode-only steps: the merge also applies the deferred inverse rotation with these
   // signs (F32[D], ±1; device/decode_merge.cuh); null: the caller un-rotates.
   const float* merge_unrotate_signs;
+  // The tensor-core decode kernels: one counter per block task (row, kv head, head group), zero
+  // between launches; the last of a task's parts to finish merges the task's heads (and resets
+  // it). Null: a merge kernel runs after them.
+  int* merge_tickets;
 };
 
 __host__ __device__ inline bool query_wanted(const AttnArgs& a, int pos) {

@@ -193,8 +193,20 @@ void launch(const AttnArgs& args, const Kv& kv, const RowsSummary& summary, int6
   if (!args.split_decode || summary.decode_rows == 0) return;
   if constexpr (device::tc_decode_reader<Kv>()) {
     if (device::decode_tc_supported(args.head_dim)) {
-      device::launch_decode_tc(args, kv, stream);
-      device::launch_decode_merge(args, stream);
+      // Merging in the decode kernel pays off where the merge also un-rotates (TurboQuant
+      // decode-only steps: +3.5 % at 32k x 1); for 16-bit K/V the last block's serial merge of
+      // its task's heads cost more than the merge kernel (-1 %, docs/benchmarks.md).
+      if (!decode_merge_in_kernel() || args.merge_unrotate_signs == nullptr) {
+        device::launch_decode_tc(args, kv, stream);
+        device::launch_decode_merge(args, stream);
+        return;
+      }
+      // The last block of each task merges its heads: no merge kernel.
+      AttnArgs merging = args;
+      const unsigned tasks = device::tc_decode_grid(args).x;
+      merging.merge_tickets = static_cast<int*>(Context::get().scratch(
+          Scratch::MergeTickets, size_t{tasks} * sizeof(int), /*zeroed=*/true));
+      device::launch_decode_tc(merging, kv, stream);
       return;
     }
   }

@@ -48,6 +48,29 @@ __device__ __forceinline__ float merged_output(const AttnArgs& a, const MergedPa
   return o / mp.l_all;
 }
 
+// Heads h0 .. h0 + heads - 1 of decode row r merged into out by one block of kThreads threads,
+// a warp per head — the merge kernels' functions on the same partials, so the same bits — and,
+// with merge_unrotate_signs, un-rotated as turbo_decode_merge_kernel does. Used by the last
+// block of a tensor-core decode task (tc_write_partials).
+template <int kD, int kThreads>
+__device__ __forceinline__ void merge_heads(const AttnArgs& a, int r, int h0, int heads) {
+  const int warp = static_cast<int>(threadIdx.x) >> 5, lane = static_cast<int>(threadIdx.x) & 31;
+  for (int hh = warp; hh < heads; hh += kThreads / 32) {
+    MergedParts mp;
+    if (!merged_parts(a, r, h0 + hh, mp)) continue;
+    float* orow = a.out + mp.out_row * kD;
+    if (a.merge_unrotate_signs != nullptr) {
+      constexpr int kSlots = kD / 32;
+      float y[kSlots];
+#pragma unroll
+      for (int c = 0; c < kSlots; ++c) y[c] = merged_output(a, mp, c * 32 + lane);
+      store_unrotated<kSlots>(y, a.merge_unrotate_signs, orow);
+    } else {
+      for (int d = lane; d < kD; d += 32) orow[d] = merged_output(a, mp, d);
+    }
+  }
+}
+
 // Block (row · q_heads + head) merges the decode query's parts in order into out. A template (on
 // its block size) so that the translation units including this header share one definition.
 constexpr int kMergeThreads = 128;

@@ -17,6 +17,7 @@
 
 #include "backends/cuda/device/attention_common.cuh"
 #include "backends/cuda/device/common.cuh"
+#include "backends/cuda/device/decode_merge.cuh"
 #include "backends/cuda/device/mma.cuh"
 
 namespace ringlm::cuda::device {
@@ -146,6 +147,21 @@ __device__ __forceinline__ void tc_write_partials(const AttnArgs& a, const TcDec
     }
     a.part_acc[slot * kD + d] = out;
   }
+  if (a.merge_tickets == nullptr) return;
+  // The last of the task's parts to get here merges them (threadFenceReduction's pattern: each
+  // thread's partials are visible device-wide before the block takes its ticket).
+  __shared__ int last;
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    const int parts = decode_parts(task.keys.count, a.part_limit);
+    last = atomicAdd(&a.merge_tickets[blockIdx.x], 1) == parts - 1;
+    if (last) a.merge_tickets[blockIdx.x] = 0;  // every other part has taken its ticket
+  }
+  __syncthreads();
+  if (!last) return;
+  __threadfence();
+  merge_heads<kD, kTcDecodeThreads>(a, task.r, task.h0, task.heads);
 }
 
 // The online softmax of one warp: Oᵀ fragments (m-tile i: o[i][0], o[i][1] = heads 2c, 2c + 1 of
