@@ -74,6 +74,10 @@ void matmul_many(const Tensor& x, std::span<const MatmulTarget> targets) {
       cuda::gemv_many(x, gemv);
       return;
     }
+    if (gemv.size() == targets.size() && cuda::matmul_shared_input_applies(x, gemv)) {
+      cuda::matmul_shared_input(x, gemv);
+      return;
+    }
   }
 #endif
   for (const MatmulTarget& t : targets) matmul(x, *t.w, *t.bias, *t.y);

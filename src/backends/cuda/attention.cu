@@ -12,7 +12,7 @@
 // Kernels, chosen per row (never per batch):
 // - rows with several queries (prefill chunks): one block per (token, head) over all its keys;
 //   out = acc / l.
-// - rows with one query (decode): split-K (flash decoding) over parts of decode_split(count)
+// - rows with one query (decode): split-K (flash decoding) over parts of split_rule.split(count)
 //   visible keys. 16-bit and quantized K/V with head_dim 64/128/256 go to the tensor-core kernel
 //   (device/attention_decode_tc.cuh), other usual shapes to the GQA-grouped CUDA-core kernel
 //   (device/attention_decode.cuh: one block per (row, kv head, part) for all the kv head's query
@@ -43,19 +43,32 @@ namespace {
 
 using device::AttnArgs;
 
-std::atomic<int> g_decode_part_limit{0};  // 0: part_limit_for's per-format choice
+std::atomic<int> g_decode_part_limit{0};  // 0: split_rule_for's per-format choice
+// Fewest keys per decode part; 0: split_rule_for's choice. RINGLM_CUDA_DECODE_MIN_SPLIT sets it
+// at start-up (for same-binary A/B runs).
+std::atomic<int> g_decode_min_split{[] {
+  const char* v = std::getenv("RINGLM_CUDA_DECODE_MIN_SPLIT");
+  const int keys = v == nullptr ? 0 : std::atoi(v);
+  return keys >= 64 && keys <= 8192 && keys % 64 == 0 ? keys : 0;  // else ignored
+}()};
 
-// The decode split's part limit for K/V stored like `kv` (H200, Llama-3.1-8B shape,
-// docs/benchmarks.md, "Decode parts per query"): long parts amortize a block's set-up and merge,
-// more parts keep the SMs busy. 16-bit K/V: 17 (their decode streams near the bandwidth with about
+// The decode split for K/V stored like `kv` (H200, Llama-3.1-8B shape, docs/benchmarks.md,
+// "Decode parts per query"): long parts amortize a block's set-up and merge, more parts keep the
+// SMs busy. Part limit for 16-bit K/V: 17 (their decode streams near the bandwidth with about
 // one block per SM at batch 1; at 32k 17 parts beat 5, 9, 33 and 65, at 4k 65). TurboQuant k8v3:
-// 33 (beat 17, 47 and 65). Others: 65, the part counts they were measured with. A limit that
-// depends only on the format keeps a row's bits independent of the batch.
-int part_limit_for(const ops::KvLayerView& kv) {
-  if (const int forced = g_decode_part_limit.load(); forced > 0) return forced;
-  if (kv.dense() && kv.k.dtype != DType::F32) return 17;
-  if (kv.turbo() && kv.bits == 8 && kv.value_bits == 3) return 33;
-  return 65;
+// 33 parts (beat 17, 47 and 65). Others: 65, the part counts they were measured with. At least
+// 256 keys per part for every tensor-core format: at 512 context 64-key parts left each warp one
+// tile (bf16: +23 % at batch 256, +5 % at 32, -0.8 % at 1; k8v3: +25 % at 128, -1.9 % at 1; 512
+// keys gained 1-3 % more at batches >= 64 and lost 2-5 % at batch 1). f32 K/V (the CUDA-core
+// kernel): 64. A rule that depends only on the format keeps a row's bits independent of the batch.
+device::DecodeSplit split_rule_for(const ops::KvLayerView& kv) {
+  device::DecodeSplit rule{65, 256};
+  if (kv.dense() && kv.k.dtype == DType::F32) rule.min_keys = 64;
+  if (kv.dense() && kv.k.dtype != DType::F32) rule.part_limit = 17;
+  if (kv.turbo() && kv.bits == 8 && kv.value_bits == 3) rule.part_limit = 33;
+  if (const int forced = g_decode_part_limit.load(); forced > 0) rule.part_limit = forced;
+  if (const int forced = g_decode_min_split.load(); forced > 0) rule.min_keys = forced;
+  return rule;
 }
 
 // drows: device tables; its query_pos_begin / end choose the queries computed.
@@ -90,8 +103,8 @@ void run_attention(const Tensor& q, const ops::KvLayerView& kv, const ops::Atten
   args.query_pos_begin = drows.query_pos_begin;
   args.query_pos_end = drows.query_pos_end;
   args.split_decode = true;
-  args.part_limit = part_limit_for(kv);
-  args.max_parts = device::decode_parts_bound(summary.max_decode_context, args.part_limit);
+  args.split_rule = split_rule_for(kv);
+  args.max_parts = args.split_rule.parts_bound(summary.max_decode_context);
   if (summary.decode_rows > 0) {
     // Partials of every (row, head, part); rows that are not decode rows leave theirs unused.
     const int64_t slots = int64_t{drows.num_rows} * QH * args.max_parts;
@@ -130,6 +143,12 @@ void set_decode_part_limit(int parts) {
 
 int decode_part_limit() {
   return g_decode_part_limit.load();
+}
+
+void set_decode_min_split(int keys) {
+  RINGLM_USER_CHECK(keys >= 64 && keys <= 8192 && keys % 64 == 0, "decode part size ", keys,
+                    " must be a multiple of 64 in [64, 8192]");
+  g_decode_min_split.store(keys);
 }
 
 namespace {

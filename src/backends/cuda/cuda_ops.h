@@ -43,6 +43,13 @@ bool gemv_many_applies(const Tensor& x,  // F32[M, K]
                        std::span<const GemvTarget> targets);
 void gemv_many(const Tensor& x,  // F32[M, K], rows may be strided
                std::span<const GemvTarget> targets);
+// Several cuBLAS matmuls of one x (more rows than the GEMV takes) with BF16/F16 weights of one
+// dtype: x is rounded to that dtype once, not once per weight — bit for bit the separate
+// cuda::matmul calls. The caller ran ops::detail::check_matmul on each target.
+bool matmul_shared_input_applies(const Tensor& x,  // F32[M, K]
+                                 std::span<const GemvTarget> targets);
+void matmul_shared_input(const Tensor& x,  // F32[M, K], rows may be strided
+                         std::span<const GemvTarget> targets);
 // out = act(x·gateᵀ + gate bias) · (x·upᵀ + up bias) in one GEMV launch, bit for bit gemv_many
 // of the two then gated_activation (gate.y and up.y are not written). out: F32[M, N], may be
 // gate.y.
@@ -102,11 +109,14 @@ void argmax(const Tensor& x, Tensor& out);  // F32[M, N] -> I32[M]
 void softcap(Tensor& x, float cap);         // F32[M, N]
 
 // Decode attention splits a row's keys into at most this many parts (split-K); a process-wide
-// override of the per-format choice (attention.cu part_limit_for), for benchmarks
+// override of the per-format choice (attention.cu split_rule_for), for benchmarks
 // (`ringlm bench --decode-parts`); 0, the default, keeps the per-format choice. Any value keeps
 // a row's bits independent of the batch.
 void set_decode_part_limit(int parts);
 int decode_part_limit();
+// The fewest keys in a decode part (a multiple of 64; RINGLM_CUDA_DECODE_MIN_SPLIT at start-up),
+// overriding the per-format choice; any value keeps a row's bits independent of the batch.
+void set_decode_min_split(int keys);
 // Whether the tensor-core decode kernels merge their split-K parts themselves (the last block of
 // a task) instead of a merge kernel after them: bit for bit the same output. On unless the
 // environment sets RINGLM_CUDA_MERGE_IN_KERNEL=0 or a test turns it off.

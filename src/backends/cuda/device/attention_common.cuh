@@ -9,6 +9,31 @@ namespace ringlm::cuda::device {
 // Kernels keep scores in log2 units (exp2 is one instruction).
 constexpr float kLog2e = 1.4426950408889634f, kLn2 = 0.6931471805599453f;
 
+// Decode queries are split into parts of `split` visible keys (flash decoding). The split depends
+// only on the query's own key count, never on the batch, so a row's bits do not either: the
+// smallest multiple of min_keys that gives at most part_limit parts (per K/V format:
+// attention.cu split_rule_for, or the cuda::set_decode_part_limit / set_decode_min_split
+// overrides). Short contexts get min_keys-key parts; long ones up to part_limit blocks per kv head.
+struct DecodeSplit {
+  int part_limit;  // most parts a query is split into
+  int min_keys;    // fewest keys in a part (a multiple of 64: whole tiles for every warp)
+
+  __host__ __device__ int split(int count) const {
+    const int keys = (count + part_limit - 1) / part_limit;
+    const int split = (keys + min_keys - 1) / min_keys * min_keys;
+    return split > min_keys ? split : min_keys;
+  }
+  __host__ __device__ int parts(int count) const {
+    const int s = split(count);
+    return (count + s - 1) / s;
+  }
+  // An upper bound of parts(count) over every count <= max_count.
+  int parts_bound(int max_count) const {
+    const int parts = (max_count + min_keys - 1) / min_keys;
+    return parts < 1 ? 1 : (parts > part_limit ? part_limit : parts);
+  }
+};
+
 struct AttnArgs {
   const float* q;              // [T, q_heads, D]
   float* out;                  // [T, q_heads, D]
@@ -22,7 +47,7 @@ struct AttnArgs {
   int window, sink_tokens;
   int query_pos_begin, query_pos_end;  // only queries at these positions are computed
   bool split_decode;                   // rows with one query go through the split-K kernels
-  int part_limit;                      // most parts a decode query is split into (decode_split)
+  DecodeSplit split_rule;              // how a decode query's keys are split into parts
   int max_parts;                       // parts per decode query (stride of the partials)
   float* part_ml;                      // [num_rows, q_heads, max_parts, 2]: m, l
   float* part_acc;                     // [num_rows, q_heads, max_parts, D]
@@ -88,27 +113,5 @@ struct VisibleKeys {
   }
   __host__ __device__ int position(int i) const { return i < sinks ? i : lo + (i - sinks); }
 };
-
-// Decode queries are split into parts of `split` visible keys (flash decoding). The split depends
-// only on the query's own key count, never on the batch, so a row's bits do not either: the
-// smallest multiple of kMinSplit that gives at most part_limit parts (per K/V format:
-// attention.cu part_limit_for, or cuda::set_decode_part_limit's override). Short contexts get
-// 64-key parts (several blocks per kv head even at batch 1); long ones up to part_limit blocks per
-// kv head.
-constexpr int kMinSplit = 64;
-__host__ __device__ inline int decode_split(int count, int part_limit) {
-  const int keys = (count + part_limit - 1) / part_limit;
-  const int split = (keys + kMinSplit - 1) / kMinSplit * kMinSplit;
-  return split > kMinSplit ? split : kMinSplit;
-}
-__host__ __device__ inline int decode_parts(int count, int part_limit) {
-  const int split = decode_split(count, part_limit);
-  return (count + split - 1) / split;
-}
-// An upper bound of decode_parts over every count <= max_count.
-inline int decode_parts_bound(int max_count, int part_limit) {
-  const int parts = (max_count + kMinSplit - 1) / kMinSplit;
-  return parts < 1 ? 1 : (parts > part_limit ? part_limit : parts);
-}
 
 }  // namespace ringlm::cuda::device

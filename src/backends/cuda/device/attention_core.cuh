@@ -136,7 +136,7 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
 
 // Split-K for decode shapes the grouped kernel does not serve (device/attention_decode.cuh):
 // block (row · q_heads + head, part) over the visible keys [part·S, (part + 1)·S), S =
-// decode_split(count); device::grouped_decode_merge_kernel merges the parts.
+// split_rule.split(count); device::grouped_decode_merge_kernel merges the parts.
 template <typename Kv, int kChunks>
 __global__ void __launch_bounds__(kThreadsPerBlock)
     attention_split_kernel(const AttnArgs a, const Kv kv) {
@@ -148,7 +148,7 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
   const Query qy = locate(a, q0);
   if (!device::query_wanted(a, qy.pos)) return;
   const VisibleKeys keys(qy.pos, a.window, a.sink_tokens);
-  const int split = device::decode_split(keys.count, a.part_limit);
+  const int split = a.split_rule.split(keys.count);
   const int begin = static_cast<int>(blockIdx.y) * split;
   if (begin >= keys.count) return;  // this query has fewer parts
   attend<Kv, kChunks>(a, kv, q0, h, qy, keys, begin, min(keys.count, begin + split), sh);

@@ -11,7 +11,7 @@
 // 2^(m − m')); then p = 2^(t − m), l += p, acc += p·v. The key groups merge in shared memory in
 // group order and the block writes its part's (m, l, acc) per head; grouped_decode_merge_kernel
 // merges the parts in order.
-// Every step is a fixed sequence on the row's own keys (decode_split depends on the row alone):
+// Every step is a fixed sequence on the row's own keys (the split rule depends on the row alone):
 // a row's bits are the same alone or batched.
 #pragma once
 
@@ -63,7 +63,7 @@ __global__ void __launch_bounds__(kDecodeThreads, kG <= 4 ? 4 : 2)
   const int pos = a.context_len[r] - 1;
   if (!query_wanted(a, pos)) return;
   const VisibleKeys keys(pos, a.window, a.sink_tokens);
-  const int split = decode_split(keys.count, a.part_limit);
+  const int split = a.split_rule.split(keys.count);
   const int part = static_cast<int>(blockIdx.y);
   const int first = part * split;
   if (first >= keys.count) return;  // this query has fewer parts

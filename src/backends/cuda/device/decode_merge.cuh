@@ -3,7 +3,7 @@
 // and divides by the summed l. For TurboQuant the same pass can also apply the deferred inverse
 // rotation (turbo_decode_merge_kernel): one kernel less per layer in decode steps.
 // Both merges run the same functions on the same partials, so a row's bits do not depend on
-// which one ran (or on the batch: decode_parts depends on the row alone).
+// which one ran (or on the batch: the split rule depends on the row alone).
 #pragma once
 
 #include <cstdint>
@@ -29,7 +29,7 @@ __device__ __forceinline__ bool merged_parts(const AttnArgs& a, int r, int h, Me
   const int q0 = a.query_start[r];
   if (a.query_start[r + 1] - q0 != 1 || !query_wanted(a, a.context_len[r] - 1)) return false;
   const VisibleKeys keys(a.context_len[r] - 1, a.window, a.sink_tokens);
-  mp.parts = decode_parts(keys.count, a.part_limit);
+  mp.parts = a.split_rule.parts(keys.count);
   mp.base = (static_cast<int64_t>(r) * a.q_heads + h) * a.max_parts;
   mp.out_row = static_cast<int64_t>(q0) * a.q_heads + h;
   mp.m_all = -INFINITY;

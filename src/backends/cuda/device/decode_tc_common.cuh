@@ -54,7 +54,7 @@ struct TcDecodeTask {
     active = false;
     if (a.query_start[r + 1] - q0 != 1 || !query_wanted(a, a.context_len[r] - 1)) return;
     keys = VisibleKeys(a.context_len[r] - 1, a.window, a.sink_tokens);
-    const int split = decode_split(keys.count, a.part_limit);
+    const int split = a.split_rule.split(keys.count);
     part = static_cast<int>(blockIdx.y);
     first = part * split;
     if (first >= keys.count) return;  // this query has fewer parts
@@ -154,7 +154,7 @@ __device__ __forceinline__ void tc_write_partials(const AttnArgs& a, const TcDec
   __threadfence();
   __syncthreads();
   if (threadIdx.x == 0) {
-    const int parts = decode_parts(task.keys.count, a.part_limit);
+    const int parts = a.split_rule.parts(task.keys.count);
     last = atomicAdd(&a.merge_tickets[blockIdx.x], 1) == parts - 1;
     if (last) a.merge_tickets[blockIdx.x] = 0;  // every other part has taken its ticket
   }
