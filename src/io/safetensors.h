@@ -68,6 +68,12 @@ class WeightStore {
   // kept (owned by the store) for the store's lifetime. CPU (the default) returns the mapping.
   void set_device(Device device);
   Device device() const { return device_; }
+  // On a device: uploads `names` (tensors of one dtype, none uploaded yet) back to back into one
+  // allocation, so that get() returns adjacent tensors, which a backend can multiply as one
+  // matrix (the q, k and v projections, gate and up). Returns whether it did; otherwise (CPU,
+  // a name missing or already uploaded, dtypes differ, a size before the last not a multiple of
+  // 256 bytes) nothing changes and get() uploads each tensor alone as before.
+  bool place_together(const std::vector<std::string>& names) const;
   const TensorInfo& info(const std::string& name) const;
   std::vector<std::string> names() const;  // sorted
   const std::string& dir() const { return dir_; }

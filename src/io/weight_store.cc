@@ -154,6 +154,39 @@ Tensor WeightStore::get(const std::string& name) const {
   return found->second.tensor;
 }
 
+bool WeightStore::place_together(const std::vector<std::string>& names) const {
+  if (device_ == Device::CPU || names.size() < 2) return false;
+  std::vector<Tensor> hosts;
+  size_t bytes = 0;
+  for (const std::string& name : names) {
+    const auto it = owner_.find(name);
+    if (it == owner_.end()) return false;
+    hosts.push_back(it->second->get(name));
+    if (hosts.back().dtype != hosts.front().dtype) return false;
+    bytes += hosts.back().nbytes();
+  }
+  // Every tensor starts 256-byte aligned (the vector loads of the GPU kernels need 16).
+  for (size_t i = 0; i + 1 < hosts.size(); ++i)
+    if (hosts[i].nbytes() % 256 != 0) return false;
+  const std::lock_guard<std::mutex> lock(uploads_mutex_);
+  for (const std::string& name : names)
+    if (uploads_.count(name) != 0) return false;
+  // The first entry owns the allocation; the others are views into it (uploads_ is only ever
+  // cleared as a whole).
+  DeviceMemory memory(device_, bytes);
+  std::byte* base = memory.data();
+  size_t offset = 0;
+  for (size_t i = 0; i < names.size(); ++i) {
+    Uploaded up{i == 0 ? std::move(memory) : DeviceMemory(), hosts[i]};
+    copy_bytes(base + offset, device_, hosts[i].data, Device::CPU, hosts[i].nbytes());
+    up.tensor.data = base + offset;
+    up.tensor.device = device_;
+    uploads_.emplace(names[i], std::move(up));
+    offset += hosts[i].nbytes();
+  }
+  return true;
+}
+
 void WeightStore::set_device(Device device) {
   check_device_usable(device);
   const std::lock_guard<std::mutex> lock(uploads_mutex_);

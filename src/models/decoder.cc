@@ -86,6 +86,15 @@ ops::Weight WeightLoader::matrix(const std::string& module, int64_t rows, int64_
   return ops::Weight::quantized(q);
 }
 
+void WeightLoader::place_together(std::initializer_list<std::string> modules) const {
+  std::vector<std::string> names;
+  for (const std::string& module : modules) {
+    if (store_.has(module + ".scales")) return;
+    names.push_back(module + ".weight");
+  }
+  store_.place_together(names);
+}
+
 Tensor WeightLoader::required(const std::string& name, std::initializer_list<int64_t> dims) const {
   Tensor t = store_.get(name);
   check_shape(t, dims, (store_.dir() + ": " + name).c_str());
@@ -101,6 +110,7 @@ AttentionWeights load_attention(const WeightLoader& loader, const std::string& p
   const std::string p = prefix + "self_attn.";
   const int64_t q_out = d.heads * d.head_dim, kv_out = d.kv_heads * d.head_dim;
   AttentionWeights w;
+  loader.place_together({p + "q_proj", p + "k_proj", p + "v_proj"});
   w.q = loader.matrix(p + "q_proj", q_out, d.hidden);
   w.k = loader.matrix(p + "k_proj", kv_out, d.hidden);
   w.v = loader.matrix(p + "v_proj", kv_out, d.hidden);
@@ -119,6 +129,7 @@ AttentionWeights load_attention(const WeightLoader& loader, const std::string& p
 MlpWeights load_mlp(const WeightLoader& loader, const std::string& prefix, const DecoderDims& d) {
   const std::string p = prefix + "mlp.";
   MlpWeights w;
+  loader.place_together({p + "gate_proj", p + "up_proj"});
   w.gate = loader.matrix(p + "gate_proj", d.intermediate, d.hidden);
   w.up = loader.matrix(p + "up_proj", d.intermediate, d.hidden);
   w.down = loader.matrix(p + "down_proj", d.hidden, d.intermediate);

@@ -43,6 +43,10 @@ class WeightLoader {
   // the checkpoint has `module`.scales (as mlx-lm decides), with the bits and group size of the
   // config's per-module override or its defaults; else the dense tensor.
   ops::Weight matrix(const std::string& module, int64_t rows, int64_t cols) const;
+  // Asks the store to upload these dense matrices back to back (WeightStore::place_together), so
+  // that a GPU runs them as one GEMM; call before matrix() on any of them. Quantized modules and
+  // the CPU: nothing.
+  void place_together(std::initializer_list<std::string> modules) const;
   bool has(const std::string& name) const { return store_.has(name); }
   const std::string& dir() const { return store_.dir(); }
 

@@ -90,7 +90,7 @@ void gated_matmul(const Tensor& x, const MatmulTarget& gate, const MatmulTarget&
     detail::check_matmul(x, gate.w->dense(), *gate.bias, *gate.y);
     detail::check_matmul(x, up.w->dense(), *up.bias, *up.y);
     const cuda::GemvTarget g{&gate.w->dense(), gate.bias, gate.y}, u{&up.w->dense(), up.bias, up.y};
-    if (cuda::gemv_gated_applies(x, g, u)) {
+    if (cuda::gemv_gated_applies(x, g, u) || cuda::gemm_gated_applies(x, g, u)) {
       // gated_activation's checks of out against gate's shape (the GEMV never reads out).
       check_dtype(out, DType::F32, "gated_matmul out");
       check_shape(out, {gate.y->shape[0], gate.y->shape[1]}, "gated_matmul out");
@@ -98,7 +98,8 @@ void gated_matmul(const Tensor& x, const MatmulTarget& gate, const MatmulTarget&
       detail::check_no_overlap(out, x, "gated_matmul out");
       RINGLM_CHECK(activation == Activation::SiLU || activation == Activation::GeluTanh,
                    "gated_matmul: unknown activation ", static_cast<int>(activation));
-      return cuda::gemv_gated(x, g, u, activation, out);
+      if (cuda::gemv_gated_applies(x, g, u)) return cuda::gemv_gated(x, g, u, activation, out);
+      return cuda::gemm_gated(x, g, u, activation, out);
     }
   }
 #endif

@@ -68,8 +68,10 @@ void matmul(const Tensor& x,     // F32[M, K]
 
 // One input, several weights: y_i = x · w_iᵀ (+ bias_i), each exactly as matmul(x, w_i, bias_i,
 // y_i) — bit for bit — so that a backend can run them as one launch (CUDA: the decode GEMV over
-// up to three 16-bit weights, e.g. the q, k and v projections). bias may point to an empty
-// tensor.
+// up to three 16-bit weights, e.g. the q, k and v projections). The one exception: CUDA above
+// the GEMV's rows with weights placed back to back (WeightStore::place_together) runs one cuBLAS
+// GEMM over them, within f32 rounding of the separate matmuls (cuBLAS is not bitwise across
+// shapes anyway). bias may point to an empty tensor.
 struct MatmulTarget {
   const Weight* w;     // [N_i, K]
   const Tensor* bias;  // F32|BF16|F16[N_i] or empty
@@ -80,8 +82,9 @@ void matmul_many(const Tensor& x,  // F32[M, K]
 
 // An MLP's gated projection: out = act(x · gateᵀ + gate bias) ⊙ (x · upᵀ + up bias), bit for bit
 // matmul_many({gate, up}) then gated_activation(*gate.y, *up.y, activation, out) — what runs
-// unless a backend fuses it (CUDA: the decode GEMV's epilogue for M <= 2, which leaves gate.y and
-// up.y unwritten). out may be *gate.y.
+// unless a backend fuses it (CUDA: the decode GEMV's epilogue for M <= 2; one GEMM over adjacent
+// gate and up weights up to 64 rows, as matmul_many's exception; both leave gate.y and up.y
+// unwritten). out may be *gate.y.
 void gated_matmul(const Tensor& x,  // F32[M, K]
                   const MatmulTarget& gate, const MatmulTarget& up, Activation activation,
                   Tensor& out);  // F32[M, N]

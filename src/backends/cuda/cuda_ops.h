@@ -43,13 +43,23 @@ bool gemv_many_applies(const Tensor& x,  // F32[M, K]
                        std::span<const GemvTarget> targets);
 void gemv_many(const Tensor& x,  // F32[M, K], rows may be strided
                std::span<const GemvTarget> targets);
-// Several cuBLAS matmuls of one x (more rows than the GEMV takes) with BF16/F16 weights of one
-// dtype: x is rounded to that dtype once, not once per weight — bit for bit the separate
-// cuda::matmul calls. The caller ran ops::detail::check_matmul on each target.
+// Two or three cuBLAS matmuls of one x (more rows than the GEMV takes) with BF16/F16 weights of
+// one dtype: x is rounded to that dtype once, not once per weight — bit for bit the separate
+// cuda::matmul calls. When the weights lie back to back in memory (WeightStore::place_together:
+// a model's q/k/v, gate/up) and M <= 64, one GEMM over them all into scratch, then its columns
+// copied out: within f32 rounding of the separate calls (cuBLAS picks its kernel per shape),
+// not bitwise. The caller ran ops::detail::check_matmul on each target.
 bool matmul_shared_input_applies(const Tensor& x,  // F32[M, K]
                                  std::span<const GemvTarget> targets);
 void matmul_shared_input(const Tensor& x,  // F32[M, K], rows may be strided
                          std::span<const GemvTarget> targets);
+// gated_matmul above the GEMV's rows for adjacent gate and up weights of one shape (M <= 64):
+// one GEMM over both into scratch, then gated_activation reading its two halves (gate.y and up.y
+// are not written); within f32 rounding of the separate matmuls then gated_activation.
+bool gemm_gated_applies(const Tensor& x,  // F32[M, K]
+                        const GemvTarget& gate, const GemvTarget& up);
+void gemm_gated(const Tensor& x, const GemvTarget& gate, const GemvTarget& up,
+                ops::Activation activation, Tensor& out);  // out: F32[M, N]
 // out = act(x·gateᵀ + gate bias) · (x·upᵀ + up bias) in one GEMV launch, bit for bit gemv_many
 // of the two then gated_activation (gate.y and up.y are not written). out: F32[M, N], may be
 // gate.y.

@@ -47,6 +47,7 @@ struct DeviceErrorRecord {
 
 enum class Scratch {
   MatmulInput,
+  MatmulOutput,
   Rows,
   AttentionPartials,
   DequantTile,
