@@ -469,6 +469,11 @@ TEST(CudaQuantizedKv, TurboDecodeOnlyStepMatchesCpu) {
   for (const Format& f : kAttentionTurbo)
     for (int D : {64, 128, 256})
       for (const Config& c : configs_for(D)) check_attention(f, c, seed++, kDecodeRows);
+  // More decode rows than the in-kernel merge takes (16): the merge kernel un-rotates.
+  std::vector<RowSpec> many;
+  for (int r = 0; r < 20; ++r) many.push_back({1, 1 + 97 * r});
+  for (const Format& f : {Format{8, 32, 3}, Format{4, 32, 2}})
+    check_attention(f, configs_for(128)[1], seed++, many);
 }
 
 TEST(CudaQuantizedKv, TurboMergeInKernelEqualsMergeKernel) {

@@ -193,10 +193,13 @@ void launch(const AttnArgs& args, const Kv& kv, const RowsSummary& summary, int6
   if (!args.split_decode || summary.decode_rows == 0) return;
   if constexpr (device::tc_decode_reader<Kv>()) {
     if (device::decode_tc_supported(args.head_dim)) {
-      // Merging in the decode kernel pays off where the merge also un-rotates (TurboQuant
-      // decode-only steps: +3.5 % at 32k x 1); for 16-bit K/V the last block's serial merge of
-      // its task's heads cost more than the merge kernel (-1 %, docs/benchmarks.md).
-      if (!decode_merge_in_kernel() || args.merge_unrotate_signs == nullptr) {
+      // Merging in the decode kernel (same bits) pays off where the merge also un-rotates
+      // (TurboQuant decode-only steps) and the batch is small: k8v3 at 32k, +3.6 % at batch 1,
+      // +0.5 % at 16, -2.2 % at 64; for 16-bit K/V the last block's serial merge of its task's
+      // heads cost more than the merge kernel (-1 % at batch 1; docs/benchmarks.md).
+      constexpr int kMergeInKernelMaxRows = 16;
+      if (!decode_merge_in_kernel() || args.merge_unrotate_signs == nullptr ||
+          summary.decode_rows > kMergeInKernelMaxRows) {
         device::launch_decode_tc(args, kv, stream);
         device::launch_decode_merge(args, stream);
         return;
