@@ -28,7 +28,6 @@
 #include <bit>
 #include <cstdint>
 #include <cstdlib>
-#include <string_view>
 
 #include "backends/cuda/attention_launch.h"
 #include "backends/cuda/cuda_ops.h"
@@ -153,10 +152,7 @@ void set_decode_min_split(int keys) {
 
 namespace {
 std::atomic<bool>& merge_in_kernel_flag() {
-  static std::atomic<bool> enabled = [] {
-    const char* v = std::getenv("RINGLM_CUDA_MERGE_IN_KERNEL");
-    return v == nullptr || std::string_view(v) != "0";
-  }();
+  static std::atomic<bool> enabled{env_switch_on("RINGLM_CUDA_MERGE_IN_KERNEL")};
   return enabled;
 }
 }  // namespace

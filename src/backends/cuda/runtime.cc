@@ -80,12 +80,14 @@ void check_launch(const char* kernel) {
                " failed: ", cudaGetErrorName(status), ": ", cudaGetErrorString(status));
 }
 
+bool env_switch_on(const char* name) {
+  const char* v = std::getenv(name);
+  return v == nullptr || std::string_view(v) != "0";
+}
+
 namespace {
 std::atomic<bool>& pdl_flag() {
-  static std::atomic<bool> enabled = [] {
-    const char* v = std::getenv("RINGLM_CUDA_PDL");
-    return v == nullptr || std::string_view(v) != "0";
-  }();
+  static std::atomic<bool> enabled{env_switch_on("RINGLM_CUDA_PDL")};
   return enabled;
 }
 }  // namespace

@@ -90,6 +90,9 @@ class Context {
   void* cublas_workspace_ = nullptr;  // fixed, so cuBLAS calls can be captured into graphs
 };
 
+// A run-time switch read from the environment: on unless NAME is set to "0" (same-binary A/B).
+bool env_switch_on(const char* name);
+
 // Whether launch_pdl (device/pdl.cuh) lets kernels overlap their predecessor: true unless the
 // environment sets RINGLM_CUDA_PDL=0, or set_pdl_enabled(false) (tests; CUDA graphs captured
 // before keep what they were captured with).
