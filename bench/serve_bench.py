@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Serving benchmark with the Python standard library only (the GPU machine has Python, not Node):
+"""Serving benchmark with the Python standard library only (the GPU machine's image lists Python
+3.12, not Node):
 bench/serve_bench.mjs's measurement — start `ringlm serve` on a free port, stream /v1/completions
 requests (token-id prompts, ignore_eos, logprobs 0 so every event carries its tokens) at several
 concurrencies, report throughput and TTFT / inter-token latency (per event as the client sees
@@ -139,7 +140,8 @@ def main():
             procs = min(c, os.cpu_count() or 1)
             groups = [[(s, list(range(s, total, c))) for s in range(c) if s % procs == g]
                       for g in range(procs)]
-            with multiprocessing.Pool(procs) as pool:
+            # spawn, not fork: this process runs a thread (the server's stdout drain).
+            with multiprocessing.get_context("spawn").Pool(procs) as pool:
                 t0 = time.perf_counter()
                 results = [r for part in pool.starmap(
                     run_streams, [(args, host, port, vocab, g) for g in groups]) for r in part]
