@@ -82,12 +82,18 @@ Tensor Runner::forward(kv::StepPlan& plan) {
   }
   Tensor logits(logits_device_.data(), DType::F32, {wanted, model_.vocab_size()}, model_.device());
 #ifdef RINGLM_HAS_CUDA
+  const auto start = std::chrono::steady_clock::now();
+  const auto queued = [&] {
+    host_prep_seconds_ +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  };
   auto& uploader = *static_cast<cuda::PlanUploader*>(plan_uploader_.get());
   const bool decode_only =
       config_.cuda_graphs && wanted == plan.num_tokens() && plan.num_tokens() == plan.num_rows();
   if (!decode_only) {
     uploader.upload(plan);
-    model_.forward(plan, *cache_, *arena_, logits);
+    model_.forward(plan, *cache_, *arena_, logits);  // queued kernel by kernel
+    queued();
     return logits;
   }
   uploader.upload(plan, config_.block_tokens);
@@ -103,6 +109,7 @@ Tensor Runner::forward(kv::StepPlan& plan) {
   static_cast<cuda::StepGraphs*>(step_graphs_.get())->run(std::move(key), [&] {
     model_.forward(plan, *cache_, *arena_, logits);
   });
+  queued();
 #endif
   return logits;
 }

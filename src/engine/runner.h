@@ -75,6 +75,10 @@ class Runner {
   Selected step_select(kv::StepPlan& plan, std::span<const char> host_rows);
   // GPU models: decode steps replayed from a captured CUDA graph so far (0 on CPU).
   int64_t graph_replays() const;
+  // GPU models: host seconds spent in steps before their GPU work was queued (table uploads,
+  // graph lookup and launch) — time the GPU waits for the host, as the caller's own planning
+  // between steps is; 0 on CPU. Not reset: callers take differences.
+  double host_prep_seconds() const { return host_prep_seconds_; }
 
  private:
   models::Model& model_;
@@ -85,8 +89,9 @@ class Runner {
 
   std::unique_ptr<Arena> arena_;
   std::vector<float> logits_;
-  DeviceMemory logits_device_;           // GPU models: F32[max_step_tokens, vocab]
-  DeviceMemory argmax_device_;           // GPU models: I32[max_step_tokens]
+  DeviceMemory logits_device_;  // GPU models: F32[max_step_tokens, vocab]
+  DeviceMemory argmax_device_;  // GPU models: I32[max_step_tokens]
+  double host_prep_seconds_ = 0;
   std::shared_ptr<void> plan_uploader_;  // cuda::PlanUploader for GPU models
   std::shared_ptr<void> step_graphs_;    // cuda::StepGraphs for GPU models
 };
