@@ -22,11 +22,16 @@ Args::Args(int argc, char** argv, const std::set<std::string>& known,
       value = name.substr(eq + 1);
       name = name.substr(0, eq);
     }
-    RINGLM_USER_CHECK(known.count(name) != 0, "unknown flag --", name);
-    if (booleans.count(name) != 0) {
+    const bool boolean = booleans.count(name) != 0;
+    RINGLM_USER_CHECK(boolean || known.count(name) != 0, "unknown flag --", name);
+    if (boolean) {
       RINGLM_USER_CHECK(!inline_value || value == "true" || value == "false", "--", name,
                         " takes no value");
-      values_[name] = inline_value ? value : "true";
+      if (inline_value && value == "false") {
+        values_.erase(name);  // --flag=false: as if absent
+      } else {
+        values_[name] = "true";
+      }
       continue;
     }
     if (!inline_value) {

@@ -12,7 +12,8 @@ namespace ringlm::cli {
 
 class Args {
  public:
-  // `known` lists accepted flag names (without dashes); `booleans` those that take no value.
+  // `known` lists accepted flag names (without dashes); `booleans` those that take no value (also
+  // accepted without being in `known`; --flag=false is the same as leaving it out).
   Args(int argc, char** argv, const std::set<std::string>& known,
        const std::set<std::string>& booleans = {});
 
