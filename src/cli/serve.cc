@@ -58,7 +58,7 @@ int run_serve(int argc, char** argv) {
              "model",
              "device",
              "kv-config"},
-            {"no-prefix-cache"});
+            {"no-prefix-cache", "no-device-sampling"});
   RINGLM_USER_CHECK(args.positional().size() + (args.has("model") ? 1 : 0) == 1,
                     "usage: ringlm serve MODEL_DIR [flags]");
   const std::string dir = args.has("model") ? args.str("model") : args.positional()[0];
@@ -85,6 +85,8 @@ int run_serve(int argc, char** argv) {
   RINGLM_USER_CHECK(cache_bytes >= 0, "--prompt-cache-bytes must be >= 0");
   config.prompt_cache_bytes = static_cast<size_t>(cache_bytes);
   config.enable_prefix_cache = !args.has("no-prefix-cache");
+  // GPU: sampled choices take their tokens from the device sampler unless this says the host.
+  config.runner.device_sampling = !args.has("no-device-sampling");
 
   server::ServerConfig http;
   http.host = args.str("host", http.host);

@@ -11,9 +11,11 @@
 #include <mutex>
 #include <random>
 #include <thread>
+#include <unordered_map>
 
 #include "core/log.h"
 #include "core/thread_pool.h"
+#include "engine/philox.h"
 #include "engine/prefix_cache.h"
 #include "engine/sampler.h"
 #include "engine/scheduler.h"
@@ -236,6 +238,16 @@ bool plain_greedy(const Choice& c) {
          p.presence_penalty == 0.0f && !c.stop.suppress_stop_ids(c.generated());
 }
 
+// Sampling that the device does as the host would (cuda::sample): temperature (0 = greedy),
+// top_k, top_p, min_p and the chosen token's logprob — no top-n logprobs, bias, penalties or
+// suppressed ids.
+bool device_samplable(const Choice& c) {
+  const SamplingParams& p = c.active->request.sampling;
+  return p.logprobs == 0 && p.logit_bias.empty() && p.repetition_penalty == 1.0f &&
+         p.frequency_penalty == 0.0f && p.presence_penalty == 0.0f &&
+         !c.stop.suppress_stop_ids(c.generated());
+}
+
 // The choices a step row samples for: the row's own, and on the request's first token the
 // other choices that will fork from it.
 std::vector<Choice*> row_targets(Choice* c) {
@@ -293,16 +305,31 @@ void Engine::Impl::run_step() {
   };
   if (step.empty()) return end_failed();
   kv::StepPlan plan(step.rows, scheduler->cache());
-  // A logit row goes to the host unless every choice it samples for is plain greedy.
+  // A logit row goes to the host unless every choice it samples for is plain greedy (the
+  // device's argmax) or, on a GPU, samplable there (device_samples, in row and target order).
+  const bool on_device = model.device() != Device::CPU && runner.config().device_sampling;
   std::vector<char> host_rows(plan.logit_tokens().size(), 1);
+  std::vector<Runner::DeviceSample> device_samples;
+  std::unordered_map<const Choice*, size_t> device_slot;
   for (size_t r = 0; r < step.rows.size(); ++r) {
     if (plan.logits_count(static_cast<int>(r)) == 0) continue;
-    const std::vector<Choice*> targets = row_targets(static_cast<Choice*>(step.seqs[r]->owner));
-    host_rows[static_cast<size_t>(plan.logits_begin(static_cast<int>(r)))] =
-        !std::all_of(targets.begin(), targets.end(),
-                     [](const Choice* t) { return t->finished || plain_greedy(*t); });
+    const int64_t row = plan.logits_begin(static_cast<int>(r));
+    bool host = false;
+    for (Choice* t : row_targets(static_cast<Choice*>(step.seqs[r]->owner))) {
+      if (t->finished || plain_greedy(*t)) continue;
+      if (!on_device || !device_samplable(*t)) {
+        host = true;
+        continue;
+      }
+      const SampleInput in = sample_input(*t);
+      const SamplingParams& p = *in.params;
+      device_slot[t] = device_samples.size();
+      device_samples.push_back({row, p.temperature, p.top_p, p.min_p, p.top_k,
+                                philox_uniform(in.seed, in.choice, in.index), p.want_logprobs});
+    }
+    host_rows[static_cast<size_t>(row)] = host;
   }
-  const Runner::Selected out = runner.step_select(plan, host_rows);
+  const Runner::Selected out = runner.step_select(plan, host_rows, device_samples);
   scheduler->complete(step);
   // Who samples from which row, in row order; forks are made here.
   struct Job {
@@ -337,6 +364,12 @@ void Engine::Impl::run_step() {
         std::vector<float> scratch;
         for (int64_t j = begin; j < end; ++j) {
           Job& job = jobs[static_cast<size_t>(j)];
+          if (const auto slot = device_slot.find(job.target); slot != device_slot.end()) {
+            job.info.token = out.sampled[slot->second];
+            if (job.target->active->request.sampling.want_logprobs)
+              job.info.logprob = out.sampled_logprobs[slot->second];
+            continue;
+          }
           if (!out.argmax.empty() && !host_rows[static_cast<size_t>(job.row)]) {
             job.info.token = out.argmax[static_cast<size_t>(job.row)];
             continue;

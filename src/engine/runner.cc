@@ -2,11 +2,13 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <deque>
 
 #include "engine/scheduler.h"
 #include "ops/ops.h"
 #ifdef RINGLM_HAS_CUDA
+#include "backends/cuda/cuda_ops.h"
 #include "backends/cuda/plan_upload.h"
 #include "backends/cuda/step_graph.h"
 #endif
@@ -145,15 +147,18 @@ std::vector<int32_t> Runner::step_argmax(kv::StepPlan& plan) {
   return ids;
 }
 
-Runner::Selected Runner::step_select(kv::StepPlan& plan, std::span<const char> host_rows) {
+Runner::Selected Runner::step_select(kv::StepPlan& plan, std::span<const char> host_rows,
+                                     std::span<const DeviceSample> device_samples) {
   Tensor logits = forward(plan);
   RINGLM_CHECK(static_cast<int64_t>(host_rows.size()) == logits.size(0),
                "step_select: ", host_rows.size(), " row flags for ", logits.size(0), " logit rows");
   Selected out;
   if (logits.device == Device::CPU) {
+    RINGLM_CHECK(device_samples.empty(), "step_select: device samples on a CPU model");
     out.logits = logits;
     return out;
   }
+  if (!device_samples.empty()) sample_on_device(logits, device_samples, out);
   const int64_t rows = logits.size(0), vocab = logits.size(1);
   out.argmax.resize(static_cast<size_t>(rows));
   logits_.resize(static_cast<size_t>(logits.numel()));
@@ -177,6 +182,39 @@ Runner::Selected Runner::step_select(kv::StepPlan& plan, std::span<const char> h
     r = end;
   }
   return out;
+}
+
+void Runner::sample_on_device(const Tensor& logits, std::span<const DeviceSample> samples,
+                              Selected& out) {
+#ifdef RINGLM_HAS_CUDA
+  std::vector<cuda::SampleJob> jobs;
+  jobs.reserve(samples.size());
+  for (const DeviceSample& s : samples) {
+    RINGLM_CHECK(s.row >= 0 && s.row < logits.size(0), "step_select: device sample of row ", s.row,
+                 " of ", logits.size(0));
+    jobs.push_back({static_cast<int32_t>(s.row), s.top_k, s.temperature, s.top_p, s.min_p, s.u,
+                    s.want_logprob});
+  }
+  // Tokens then logprobs in one buffer: one copy back.
+  const auto J = static_cast<int64_t>(jobs.size());
+  const size_t bytes = jobs.size() * (sizeof(int32_t) + sizeof(float));
+  if (sampled_device_.size() < bytes) sampled_device_ = DeviceMemory(logits.device, bytes);
+  Tensor tokens(sampled_device_.data(), DType::I32, {J}, logits.device);
+  Tensor logprobs(sampled_device_.data() + J * static_cast<int64_t>(sizeof(int32_t)), DType::F32,
+                  {J}, logits.device);
+  cuda::sample(logits, jobs, tokens, &logprobs);
+  std::vector<char> host(bytes);
+  copy_bytes(host.data(), Device::CPU, tokens.data, tokens.device, bytes);
+  out.sampled.resize(jobs.size());
+  out.sampled_logprobs.resize(jobs.size());
+  std::memcpy(out.sampled.data(), host.data(), jobs.size() * sizeof(int32_t));
+  std::memcpy(out.sampled_logprobs.data(), host.data() + J * sizeof(int32_t),
+              jobs.size() * sizeof(float));
+#else
+  (void)samples;
+  (void)out;
+  RINGLM_FAIL("step_select: device samples on ", logits.describe(), " without the CUDA backend");
+#endif
 }
 
 GreedyResult generate_greedy(Runner& runner, const std::vector<std::vector<int32_t>>& prompts,

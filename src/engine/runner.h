@@ -43,6 +43,10 @@ struct RunnerConfig {
   // GPU models: decode steps (every row one token) are captured as CUDA graphs per shape and
   // replayed (backends/cuda/step_graph.h).
   bool cuda_graphs = true;
+  // GPU models: the engine samples a choice on the device when its sampling needs only
+  // temperature, top_k, top_p and min_p (step_select's device_samples); false keeps every
+  // sampled choice on the host sampler.
+  bool device_sampling = true;
 };
 // The device comes from the model (models::load_model(dir, device)).
 
@@ -68,11 +72,25 @@ class Runner {
   // argmax of every wanted logit row is computed on the device (ids as step_argmax's), and only
   // the rows with host_rows[i] set are copied to the host — a greedy row costs 4 bytes, not a
   // vocabulary row. CPU models: argmax is empty and every row is in logits (as step()).
-  struct Selected {
-    std::vector<int32_t> argmax;  // [wanted logit rows] or empty
-    Tensor logits;                // host F32[wanted logit rows, vocab]; rows not asked unset
+  // device_samples (GPU models only): choices sampled on the device from their logit row
+  // (cuda::sample: engine/sampler.h's steps 5-6 without penalties, bias or suppression;
+  // temperature 0 is greedy); their tokens, and the logprobs of those that want one, come back
+  // in `sampled` / `sampled_logprobs`, in order.
+  struct DeviceSample {
+    int64_t row;  // wanted logit row
+    float temperature, top_p, min_p;
+    int top_k;
+    double u;  // philox_uniform of the choice and token index
+    bool want_logprob = false;
   };
-  Selected step_select(kv::StepPlan& plan, std::span<const char> host_rows);
+  struct Selected {
+    std::vector<int32_t> argmax;          // [wanted logit rows] or empty
+    std::vector<int32_t> sampled;         // [device_samples]
+    std::vector<float> sampled_logprobs;  // [device_samples]; set where want_logprob
+    Tensor logits;  // host F32[wanted logit rows, vocab]; rows not asked unset
+  };
+  Selected step_select(kv::StepPlan& plan, std::span<const char> host_rows,
+                       std::span<const DeviceSample> device_samples = {});
   // GPU models: decode steps replayed from a captured CUDA graph so far (0 on CPU).
   int64_t graph_replays() const;
   // GPU models: host seconds spent in steps before their GPU work was queued (table uploads,
@@ -86,11 +104,15 @@ class Runner {
   std::unique_ptr<kv::PagedKvCache> cache_;
   // Attaches the plan's device tables and runs the forward into logits_device_ (or logits_).
   Tensor forward(kv::StepPlan& plan);
+  // out.sampled (and sampled_logprobs) of `samples` from device logits F32[rows, vocab]
+  // (cuda::sample).
+  void sample_on_device(const Tensor& logits, std::span<const DeviceSample> samples, Selected& out);
 
   std::unique_ptr<Arena> arena_;
   std::vector<float> logits_;
-  DeviceMemory logits_device_;  // GPU models: F32[max_step_tokens, vocab]
-  DeviceMemory argmax_device_;  // GPU models: I32[max_step_tokens]
+  DeviceMemory logits_device_;   // GPU models: F32[max_step_tokens, vocab]
+  DeviceMemory argmax_device_;   // GPU models: I32[max_step_tokens]
+  DeviceMemory sampled_device_;  // GPU models: I32[device samples] then F32[device samples]
   double host_prep_seconds_ = 0;
   std::shared_ptr<void> plan_uploader_;  // cuda::PlanUploader for GPU models
   std::shared_ptr<void> step_graphs_;    // cuda::StepGraphs for GPU models

@@ -3,7 +3,8 @@
 // from the device's argmax. Oracle: identical prompts in the same steps, one plain greedy (device
 // argmax) and one greedy with logprobs (host argmax over the copied row), give the same tokens,
 // each the top-1 of the logprobs; sampled requests in the same steps make the copied rows come
-// in runs with gaps.
+// in runs with gaps. Sampled choices, and greedy ones that want the token's logprob: the device
+// sampler's tokens and logprobs equal the host sampler's.
 #include <gtest/gtest.h>
 
 #include <random>
@@ -61,6 +62,76 @@ TEST(GpuEngine, DeviceArgmaxRowsEqualHostArgmaxRows) {
   }
   engine.drain();
   EXPECT_EQ(engine.stats().kv_blocks_used, 0);
+}
+
+// Choices that sample with temperature / top_k / top_p / min_p, or are greedy and want the
+// chosen token's logprob, take their tokens (and logprobs) from the device sampler
+// (cuda::sample); the same requests on an engine with device_sampling off take them from the
+// host sampler. Same seeds, so the same uniforms: the tokens must agree (the two differ only when
+// u lands within rounding of a CDF boundary, ~1e-15 per token) and the logprobs within float
+// rounding of two summation orders. n = 2 puts two choices on the first step's row; a request
+// with a repetition penalty in the same steps stays on the host, so host rows and device samples
+// mix.
+TEST(GpuEngine, DeviceSamplingEqualsHostSampling) {
+  RINGLM_REQUIRE_GPU();
+  auto model = models::load_model(testing::fixture_model_dir("llama3"), Device::CUDA);
+  struct Sampled {
+    std::vector<int32_t> tokens;
+    std::vector<float> logprobs;  // where the request wants them
+  };
+  std::vector<std::vector<Sampled>> runs(2);  // [engine][request · choice]
+  for (int device_sampling = 0; device_sampling < 2; ++device_sampling) {
+    EngineConfig config;
+    config.runner.kv_memory_bytes = size_t{8} << 20;
+    config.runner.block_tokens = 16;
+    config.runner.max_step_tokens = 128;
+    config.runner.device_sampling = device_sampling == 1;
+    config.max_batch = 8;
+    Engine engine(*model, testing::fixture_tokenizer(), config);
+    testing::Collector collector(engine);
+    std::mt19937 rng(11);
+    std::vector<RequestId> ids;
+    for (int i = 0; i < 6; ++i) {
+      Request r;
+      r.prompt.resize(static_cast<size_t>(20 + 9 * i));
+      for (auto& id : r.prompt) id = static_cast<int32_t>(3 + rng() % 509);
+      r.sampling.temperature = i == 4 ? 0.0f : 0.6f + 0.3f * static_cast<float>(i);
+      r.sampling.top_k = i == 1 ? 40 : 0;
+      r.sampling.top_p = i == 2 || i == 5 ? 0.9f : 1.0f;
+      r.sampling.min_p = i == 3 ? 0.05f : 0.0f;
+      r.sampling.repetition_penalty = i == 3 ? 1.1f : 1.0f;  // host
+      r.sampling.want_logprobs = i == 4 || i == 5;
+      r.sampling.seed = 100 + static_cast<uint64_t>(i);
+      r.n = i == 0 ? 2 : 1;
+      r.stop.max_tokens = 20;
+      r.stop.ignore_eos = true;
+      ids.push_back(collector.submit(r));
+    }
+    collector.wait_all();
+    for (RequestId id : ids) {
+      for (const auto& choice : collector.result(id).choices) {
+        Sampled got;
+        for (const auto& info : choice.tokens) {
+          got.tokens.push_back(info.token);
+          got.logprobs.push_back(info.logprob);
+        }
+        ASSERT_EQ(got.tokens.size(), 20u);
+        runs[static_cast<size_t>(device_sampling)].push_back(got);
+      }
+    }
+    engine.drain();
+    EXPECT_EQ(engine.stats().kv_blocks_used, 0);
+  }
+  ASSERT_EQ(runs[0].size(), 7u);
+  for (size_t c = 0; c < runs[0].size(); ++c) {
+    EXPECT_EQ(runs[0][c].tokens, runs[1][c].tokens) << "choice " << c;
+    if (c < 5) continue;  // choices 5 and 6 (requests 4 and 5) want logprobs
+    for (size_t t = 0; t < runs[0][c].logprobs.size(); ++t) {
+      const float host = runs[0][c].logprobs[t], device = runs[1][c].logprobs[t];
+      EXPECT_LT(host, 0.0f);
+      EXPECT_NEAR(device, host, 1e-5f * (1.0f - host)) << "choice " << c << " token " << t;
+    }
+  }
 }
 
 }  // namespace

@@ -116,7 +116,26 @@ void gated_activation(const Tensor& gate,                        // F32[M, I]
 
 void softmax(Tensor& x);                    // F32[M, N]
 void argmax(const Tensor& x, Tensor& out);  // F32[M, N] -> I32[M]
-void softcap(Tensor& x, float cap);         // F32[M, N]
+
+// One choice's token from one logit row (several jobs may share a row): engine/sampler.h's
+// steps 5-6 — min_p, top_k, top_p, then the inverse CDF in id order at u; temperature 0 is the
+// first largest logit — on the unprocessed row (no penalties, bias or suppression: the engine
+// keeps those on the host), and optionally the token's logprob (fill_logprobs' value; top-n lists
+// stay on the host). sampling.cu says how; a job's result depends on its row and parameters alone.
+struct SampleJob {
+  int32_t row;        // logit row
+  int32_t top_k;      // >= 0; 0 = off
+  float temperature;  // >= 0; 0 = greedy
+  float top_p;        // (0, 1]
+  float min_p;        // [0, 1]
+  double u;           // [0, 1): engine/philox.h's uniform for the choice and token index
+  bool want_logprob = false;
+};
+void sample(const Tensor& logits,  // F32[R, V], rows may be strided
+            std::span<const SampleJob> jobs,
+            Tensor& tokens,               // I32[jobs]
+            Tensor* logprobs = nullptr);  // F32[jobs]; needed when a job wants its logprob
+void softcap(Tensor& x, float cap);       // F32[M, N]
 
 // Decode attention splits a row's keys into at most this many parts (split-K); a process-wide
 // override of the per-format choice (attention.cu split_rule_for), for benchmarks

@@ -53,6 +53,8 @@ enum class Scratch {
   DequantTile,
   Reduce,
   MergeTickets,
+  SampleJobs,
+  SampleWeights,
   Count
 };
 
