@@ -139,8 +139,12 @@ MlpWeights load_mlp(const WeightLoader& loader, const std::string& prefix, const
   return w;
 }
 
-StepBuffers StepBuffers::alloc(Arena& arena, int64_t tokens, const DecoderDims& d) {
+StepBuffers StepBuffers::alloc(Arena& arena, int64_t tokens, const DecoderDims& d, DType half) {
   StepBuffers b;
+  if (half != DType::F32) {
+    b.h_half = arena.alloc(half, {tokens, d.hidden});
+    b.act_half = arena.alloc(half, {tokens, d.intermediate});
+  }
   b.x = arena.alloc(DType::F32, {tokens, d.hidden});
   b.h = arena.alloc(DType::F32, {tokens, d.hidden});
   b.q = arena.alloc(DType::F32, {tokens, d.heads * d.head_dim});
@@ -156,7 +160,16 @@ size_t StepBuffers::bytes(int64_t max_tokens, int64_t max_logits, const DecoderD
   const int64_t per_token =
       2 * d.hidden + 2 * d.heads * d.head_dim + 2 * d.kv_heads * d.head_dim + 2 * d.intermediate;
   const int64_t floats = max_tokens * per_token + max_logits * d.hidden;
-  return static_cast<size_t>(floats) * sizeof(float) + 16 * Arena::kAlignment;
+  const int64_t halves = max_tokens * (d.hidden + d.intermediate);  // h_half, act_half
+  return static_cast<size_t>(floats) * sizeof(float) + static_cast<size_t>(halves) * 2 +
+         16 * Arena::kAlignment;
+}
+
+Tensor& matmul_feed(Tensor& f32, Tensor& half, std::initializer_list<const ops::Weight*> weights) {
+  if (half.empty()) return f32;
+  for (const ops::Weight* w : weights)
+    if (ops::matmul_input_dtype(*w, f32.size(0)) != half.dtype) return f32;
+  return half;
 }
 
 void attention_block(const AttentionWeights& w, const AttentionBlockConfig& config, int layer,
@@ -210,9 +223,10 @@ void attention_block(const AttentionWeights& w, const AttentionBlockConfig& conf
 void mlp_block(const MlpWeights& w, ops::Activation activation, StepBuffers& b, const Tensor& in,
                Tensor& out) {
   // gate, up and the gated activation: one launch of the CUDA decode GEMV.
+  Tensor& act = matmul_feed(b.gate, b.act_half, {&w.down});
   ops::gated_matmul(in, {&w.gate, &w.gate_bias, &b.gate}, {&w.up, &w.up_bias, &b.up}, activation,
-                    b.gate);
-  ops::matmul(b.gate, w.down, w.down_bias, out);
+                    act);
+  ops::matmul(act, w.down, w.down_bias, out);
 }
 
 void lm_head(const Tensor& x, const Tensor& final_norm, const ops::Weight& head,

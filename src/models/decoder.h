@@ -3,6 +3,7 @@
 // attention, output projection), the gated MLP and the LM head over the wanted tokens.
 #pragma once
 
+#include <initializer_list>
 #include <string>
 
 #include "core/arena.h"
@@ -84,15 +85,24 @@ AttentionWeights load_attention(const WeightLoader& loader, const std::string& p
                                 const DecoderDims& dims);
 MlpWeights load_mlp(const WeightLoader& loader, const std::string& prefix, const DecoderDims& dims);
 
-// Activation buffers of one step, carved from the arena.
+// Activation buffers of one step, carved from the arena. With a 16-bit `half` dtype (the
+// matmuls' input dtype at this step's rows: ops::matmul_input_dtype) also h_half and act_half,
+// where norms and the gated activation write matmul inputs already rounded (matmul_feed).
 struct StepBuffers {
   Tensor x, h;      // F32[T, H]: residual stream and block input/output
   Tensor q, attn;   // F32[T, Hq*D]
   Tensor k, v;      // F32[T, Hkv*D]
   Tensor gate, up;  // F32[T, I]
-  static StepBuffers alloc(Arena& arena, int64_t tokens, const DecoderDims& dims);
+  Tensor h_half;    // half[T, H] or empty
+  Tensor act_half;  // half[T, I] or empty
+  static StepBuffers alloc(Arena& arena, int64_t tokens, const DecoderDims& dims,
+                           DType half = DType::F32);
   static size_t bytes(int64_t max_tokens, int64_t max_logits, const DecoderDims& dims);
 };
+
+// The buffer an op writes a matmul input into: `half` when every one of `weights` takes x in
+// half's dtype at this many rows (ops::matmul_input_dtype), else `f32` ([T, N] both).
+Tensor& matmul_feed(Tensor& f32, Tensor& half, std::initializer_list<const ops::Weight*> weights);
 
 struct AttentionBlockConfig {
   const ops::RopeTable* rope = nullptr;

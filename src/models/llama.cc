@@ -42,22 +42,35 @@ class LlamaModel final : public Model {
   void forward(const kv::StepPlan& plan, kv::PagedKvCache& cache, Arena& arena,
                Tensor& logits) override {
     arena.reset();
-    StepBuffers b = StepBuffers::alloc(arena, plan.num_tokens(), dims_);
+    const int64_t tokens = plan.num_tokens();
+    StepBuffers b = StepBuffers::alloc(
+        arena, tokens, dims_, ops::matmul_input_dtype(layers_.front().attention.q, tokens));
     ops::embedding(plan.token_ids(), embed_, 1.0f, b.x);
     AttentionBlockConfig attention;
     attention.rope = &rope_;
     attention.attention.scale = 1.0f / std::sqrt(static_cast<float>(dims_.head_dim));
     attention.qk_norm = norm_;
     // Each residual add is fused with the norm after it (add_rms_norm); the last layer's add
-    // stays alone (lm_head normalizes only the rows it needs).
-    ops::rms_norm(b.x, layers_.front().input_norm, norm_, b.h);
+    // stays alone (lm_head normalizes only the rows it needs). The norms write the blocks'
+    // matmul inputs: b.h, or b.h_half already rounded (matmul_feed).
+    const auto attention_in = [&](const LlamaLayer& layer) -> Tensor& {
+      const AttentionWeights& w = layer.attention;
+      return matmul_feed(b.h, b.h_half, {&w.q, &w.k, &w.v});
+    };
+    const auto mlp_in = [&](const LlamaLayer& layer) -> Tensor& {
+      return matmul_feed(b.h, b.h_half, {&layer.mlp.gate, &layer.mlp.up});
+    };
+    Tensor* in = &attention_in(layers_.front());
+    ops::rms_norm(b.x, layers_.front().input_norm, norm_, *in);
     for (size_t l = 0; l < layers_.size(); ++l) {
       const LlamaLayer& layer = layers_[l];
-      attention_block(layer.attention, attention, static_cast<int>(l), plan, cache, b, b.h, b.h);
-      ops::add_rms_norm(b.x, b.h, layer.post_attention_norm, norm_, b.h);
-      mlp_block(layer.mlp, activation_, b, b.h, b.h);
+      attention_block(layer.attention, attention, static_cast<int>(l), plan, cache, b, *in, b.h);
+      in = &mlp_in(layer);
+      ops::add_rms_norm(b.x, b.h, layer.post_attention_norm, norm_, *in);
+      mlp_block(layer.mlp, activation_, b, *in, b.h);
       if (l + 1 < layers_.size()) {
-        ops::add_rms_norm(b.x, b.h, layers_[l + 1].input_norm, norm_, b.h);
+        in = &attention_in(layers_[l + 1]);
+        ops::add_rms_norm(b.x, b.h, layers_[l + 1].input_norm, norm_, *in);
       } else {
         ops::add_inplace(b.x, b.h);
       }

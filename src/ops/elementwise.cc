@@ -2,6 +2,7 @@
 // argmax, softcap. Checks, then the backend of the tensors' device.
 #include <cmath>
 #include <cstdint>
+#include <initializer_list>
 
 #include "backends/cpu/cpu_ops.h"
 #ifdef RINGLM_HAS_CUDA
@@ -18,6 +19,18 @@ void check_f32_matrix(const Tensor& t, const char* what) {
   check_dtype(t, DType::F32, what);
   check_shape(t, {-1, -1}, what);
   detail::check_rows(t, what);
+}
+
+// An output that feeds a matmul: F32, or on CUDA BF16/F16 (the f32 value rounded once, as the
+// matmul would round it: matmul_input_dtype), then disjoint from the inputs.
+void check_matmul_feed(const Tensor& out, Device dev, std::initializer_list<const Tensor*> inputs,
+                       const char* what) {
+  if (out.dtype == DType::F32 || dev != Device::CUDA) return check_f32_matrix(out, what);
+  RINGLM_CHECK(out.dtype == DType::BF16 || out.dtype == DType::F16, what, " ", out.describe(),
+               " must be F32, BF16 or F16");
+  check_shape(out, {-1, -1}, what);
+  detail::check_rows(out, what);
+  for (const Tensor* t : inputs) detail::check_no_overlap(out, *t, what);
 }
 }  // namespace
 
@@ -51,7 +64,7 @@ void rms_norm(const Tensor& x, const Tensor& weight, const RmsNormConfig& config
   detail::check_float_storage(weight, "rms_norm weight");
   check_shape(weight, {x.shape[1]}, "rms_norm weight");
   detail::check_contiguous(weight, "rms_norm weight");
-  check_f32_matrix(out, "rms_norm out");
+  check_matmul_feed(out, dev, {&x}, "rms_norm out");
   check_shape(out, {x.shape[0], x.shape[1]}, "rms_norm out");
   detail::check_same_or_disjoint(out, x, "rms_norm out");
   RINGLM_CHECK(config.eps >= 0.0f && std::isfinite(config.eps), "rms_norm: eps ", config.eps,
@@ -75,7 +88,7 @@ void add_rms_norm(Tensor& x, const Tensor& residual, const Tensor& weight,
   detail::check_float_storage(weight, "add_rms_norm weight");
   check_shape(weight, {x.shape[1]}, "add_rms_norm weight");
   detail::check_contiguous(weight, "add_rms_norm weight");
-  check_f32_matrix(out, "add_rms_norm out");
+  check_matmul_feed(out, dev, {&x, &residual}, "add_rms_norm out");
   check_shape(out, {x.shape[0], x.shape[1]}, "add_rms_norm out");
   detail::check_same_or_disjoint(out, x, "add_rms_norm out");
   detail::check_same_or_disjoint(out, residual, "add_rms_norm out");
@@ -105,7 +118,7 @@ void gated_activation(const Tensor& gate, const Tensor& up, Activation activatio
   check_f32_matrix(gate, "gated_activation gate");
   check_f32_matrix(up, "gated_activation up");
   check_shape(up, {gate.shape[0], gate.shape[1]}, "gated_activation up");
-  check_f32_matrix(out, "gated_activation out");
+  check_matmul_feed(out, dev, {&gate, &up}, "gated_activation out");
   check_shape(out, {gate.shape[0], gate.shape[1]}, "gated_activation out");
   RINGLM_CHECK(activation == Activation::SiLU || activation == Activation::GeluTanh,
                "gated_activation: unknown activation ", static_cast<int>(activation));

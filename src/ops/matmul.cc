@@ -12,7 +12,10 @@ namespace detail {
 
 Device check_matmul(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& y) {
   const Device dev = device_of("matmul", {&x, &w, &bias, &y});
-  check_dtype(x, DType::F32, "matmul x");
+  // x F32, or on CUDA already rounded to the weights' 16-bit dtype (matmul_input_dtype).
+  const bool rounded_input = dev == Device::CUDA && x.dtype != DType::F32 &&
+                             (w.dtype == DType::BF16 || w.dtype == DType::F16);
+  check_dtype(x, rounded_input ? w.dtype : DType::F32, "matmul x");
   check_shape(x, {-1, -1}, "matmul x");
   check_float_storage(w, "matmul w");
   check_shape(w, {-1, x.shape[1]}, "matmul w");

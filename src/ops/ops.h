@@ -38,17 +38,19 @@ struct RmsNormConfig {
   bool unit_offset = false;  // Gemma: y = x̂ · (1 + w)
 };
 // As transformers, in f32: x̂ = x · 1/sqrt(mean(x²) + eps), then x̂ · w (or x̂ · (1 + w)).
-// out may alias x.
+// out may alias x. On CUDA out may be BF16/F16 when it feeds matmuls that take x in that dtype
+// (matmul_input_dtype, ops/weight.h): the f32 result rounded once, disjoint from x.
 void rms_norm(const Tensor& x,                            // F32[M, H]
               const Tensor& weight,                       // F32|BF16|F16[H]
-              const RmsNormConfig& config, Tensor& out);  // F32[M, H]
+              const RmsNormConfig& config, Tensor& out);  // F32[M, H] (or as above)
 
 // x += residual, then out = rms_norm(x): the two ops at a pre-norm block boundary, bit for bit
-// add_inplace then rms_norm, in one pass over each row. out may alias x or residual.
+// add_inplace then rms_norm, in one pass over each row. out may alias x or residual (or be
+// 16-bit as rms_norm's, then disjoint from both).
 void add_rms_norm(Tensor& x,                                  // F32[M, H]
                   const Tensor& residual,                     // F32[M, H]
                   const Tensor& weight,                       // F32|BF16|F16[H]
-                  const RmsNormConfig& config, Tensor& out);  // F32[M, H]
+                  const RmsNormConfig& config, Tensor& out);  // F32[M, H] (or as rms_norm's)
 
 // x += y, elementwise (y may be x itself).
 void add_inplace(Tensor& x,         // F32[M, H]
@@ -68,10 +70,10 @@ void rope(Tensor& x,                // F32[T, heads, head_dim]
           const RopeTable& table);
 
 enum class Activation { SiLU, GeluTanh };
-// out = act(gate) * up; out may alias gate.
+// out = act(gate) * up; out may alias gate. On CUDA out may be BF16/F16 as rms_norm's.
 void gated_activation(const Tensor& gate,                   // F32[M, I]
                       const Tensor& up,                     // F32[M, I]
-                      Activation activation, Tensor& out);  // F32[M, I]
+                      Activation activation, Tensor& out);  // F32[M, I] (or as rms_norm's)
 
 // Row-wise softmax in place: exp(x - max) / sum. -inf entries give 0; a row of only -inf, or with
 // any NaN, becomes all NaN (as torch).

@@ -8,6 +8,7 @@
 #include "backends/cpu/cpu_ops.h"
 #ifdef RINGLM_HAS_CUDA
 #include "backends/cuda/cuda_ops.h"
+#include "backends/cuda/gemv.h"
 #endif
 #include "kv/affine_codec.h"
 #include "ops/check.h"
@@ -91,8 +92,13 @@ void gated_matmul(const Tensor& x, const MatmulTarget& gate, const MatmulTarget&
     detail::check_matmul(x, up.w->dense(), *up.bias, *up.y);
     const cuda::GemvTarget g{&gate.w->dense(), gate.bias, gate.y}, u{&up.w->dense(), up.bias, up.y};
     if (cuda::gemv_gated_applies(x, g, u) || cuda::gemm_gated_applies(x, g, u)) {
-      // gated_activation's checks of out against gate's shape (the GEMV never reads out).
-      check_dtype(out, DType::F32, "gated_matmul out");
+      // gated_activation's checks of out against gate's shape (the GEMV never reads out); a
+      // 16-bit out (the down projection's rounded input) only from the GEMM.
+      check_dtype(out,
+                  out.dtype == DType::F32 || cuda::gemv_gated_applies(x, g, u)
+                      ? DType::F32
+                      : gate.w->dense().dtype,
+                  "gated_matmul out");
       check_shape(out, {gate.y->shape[0], gate.y->shape[1]}, "gated_matmul out");
       detail::check_rows(out, "gated_matmul out");
       detail::check_no_overlap(out, x, "gated_matmul out");
@@ -106,6 +112,19 @@ void gated_matmul(const Tensor& x, const MatmulTarget& gate, const MatmulTarget&
   const MatmulTarget both[] = {gate, up};
   matmul_many(x, both);
   gated_activation(*gate.y, *up.y, activation, out);
+}
+
+DType matmul_input_dtype(const Weight& w, int64_t rows) {
+#ifdef RINGLM_HAS_CUDA
+  if (!w.is_quantized() && w.dense().device == Device::CUDA &&
+      (w.dense().dtype == DType::BF16 || w.dense().dtype == DType::F16) &&
+      rows > cuda::kGemvMaxRows)
+    return w.dense().dtype;
+#else
+  (void)w;
+  (void)rows;
+#endif
+  return DType::F32;
 }
 
 void matmul(const Tensor& x, const Weight& w, const Tensor& bias, Tensor& y) {

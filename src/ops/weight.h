@@ -60,8 +60,14 @@ class Weight {
 // the error.
 void check_quantized(const QuantizedMatrix& q, const char* what);
 
+// The dtype in which a matmul of `rows` rows with w takes x at no cost in precision: BF16/F16
+// where the backend rounds x to the weights' 16-bit dtype anyway (CUDA above the decode GEMV's
+// rows: cuBLAS), so the op that makes x (rms_norm, gated_activation) can write it rounded and
+// the matmul skips its own rounding pass — bit for bit the F32 path. F32 everywhere else.
+DType matmul_input_dtype(const Weight& w, int64_t rows);
+
 // y = x · wᵀ (+ bias), as ops::matmul, for a dense or quantized w.
-void matmul(const Tensor& x,     // F32[M, K]
+void matmul(const Tensor& x,     // F32[M, K] (dense w: or matmul_input_dtype)
             const Weight& w,     // [N, K]
             const Tensor& bias,  // F32|BF16|F16[N] or empty
             Tensor& y);          // F32[M, N]
@@ -77,7 +83,7 @@ struct MatmulTarget {
   const Tensor* bias;  // F32|BF16|F16[N_i] or empty
   Tensor* y;           // F32[M, N_i]
 };
-void matmul_many(const Tensor& x,  // F32[M, K]
+void matmul_many(const Tensor& x,  // F32[M, K] (or matmul_input_dtype of the weights)
                  std::span<const MatmulTarget> targets);
 
 // An MLP's gated projection: out = act(x · gateᵀ + gate bias) ⊙ (x · upᵀ + up bias), bit for bit
@@ -85,9 +91,9 @@ void matmul_many(const Tensor& x,  // F32[M, K]
 // unless a backend fuses it (CUDA: the decode GEMV's epilogue for M <= 2; one GEMM over adjacent
 // gate and up weights up to 64 rows, as matmul_many's exception; both leave gate.y and up.y
 // unwritten). out may be *gate.y.
-void gated_matmul(const Tensor& x,  // F32[M, K]
+void gated_matmul(const Tensor& x,  // F32[M, K] (or matmul_input_dtype of the weights)
                   const MatmulTarget& gate, const MatmulTarget& up, Activation activation,
-                  Tensor& out);  // F32[M, N]
+                  Tensor& out);  // F32[M, N] (or matmul_input_dtype of the down projection)
 
 // out[m] = table[ids[m]] · scale, as ops::embedding, for a dense or quantized table: a quantized
 // row dequantizes to f32 (rounded as above), then is multiplied by scale.

@@ -8,6 +8,7 @@
 
 #include "op_test_util.h"
 #include "ops/ops.h"
+#include "ops/weight.h"
 
 namespace ringlm::ops {
 namespace {
@@ -74,6 +75,22 @@ TEST(OpErrors, EmbeddingAndNorms) {
   Owned up_bad(DType::F32, {2, 6});
   expect_error([&] { gated_activation(x.t(), up_bad.t(), Activation::SiLU, x.t()); },
                {"gated_activation up"});
+  // 16-bit outputs (pre-rounded matmul inputs) are a CUDA feature: the CPU refuses them.
+  Owned w(DType::F32, {6}), half_out(DType::BF16, {3, 6});
+  expect_error([&] { rms_norm(x.t(), w.t(), RmsNormConfig{}, half_out.t()); },
+               {"rms_norm out", "BF16"});
+  expect_error([&] { add_rms_norm(x.t(), r.t(), w.t(), RmsNormConfig{}, half_out.t()); },
+               {"add_rms_norm out", "BF16"});
+  expect_error([&] { gated_activation(x.t(), r.t(), Activation::SiLU, half_out.t()); },
+               {"gated_activation out", "BF16"});
+}
+
+// CPU matmuls take F32 x whatever the weights (ops/weight.h matmul_input_dtype).
+TEST(OpErrors, MatmulInputDtypeIsF32OnTheCpu) {
+  Owned w(DType::BF16, {4, 8});
+  const Weight weight(w.t());
+  for (int64_t rows : {int64_t{1}, int64_t{3}, int64_t{512}})
+    EXPECT_EQ(matmul_input_dtype(weight, rows), DType::F32) << rows;
 }
 
 TEST(OpErrors, Reductions) {

@@ -22,8 +22,10 @@ class DeviceRows;
 // Precision: F32 weights run a pure-f32 GEMM (cuBLAS compute 32F, no TF32). BF16 (F16) weights:
 // x is rounded to bf16 (f16) and a bf16 (f16) tensor-core GEMM accumulates in f32 into f32 y, so
 // each product carries x's rounding (relative ≤ 2^-9 for bf16, 2^-12 for f16). F16 activations
-// beyond ±65504 overflow; F16 checkpoints are trained to stay inside that range.
-void matmul(const Tensor& x,     // F32[M, K], rows may be strided
+// beyond ±65504 overflow; F16 checkpoints are trained to stay inside that range. x may also come
+// already rounded, in the weights' 16-bit dtype (ops::matmul_input_dtype): the same GEMM without
+// the rounding pass, bit for bit the F32 x of those values.
+void matmul(const Tensor& x,     // F32[M, K] (or BF16|F16 as w), rows may be strided
             const Tensor& w,     // F32|BF16|F16[N, K] contiguous
             const Tensor& bias,  // F32|BF16|F16[N] or empty
             Tensor& y);          // F32[M, N], rows may be strided
@@ -91,16 +93,17 @@ void embedding_quantized(const Tensor& ids,                  // I32[M] (device-c
                          const ops::QuantizedMatrix& table,  // [V, H]
                          float scale, Tensor& out);          // F32[M, H]
 
+// out F32, or BF16/F16 (the f32 result rounded once: a matmul input, ops::matmul_input_dtype).
 void rms_norm(const Tensor& x,                                 // F32[M, H]
               const Tensor& weight,                            // F32|BF16|F16[H]
-              const ops::RmsNormConfig& config, Tensor& out);  // F32[M, H], may alias x
+              const ops::RmsNormConfig& config, Tensor& out);  // F32|BF16|F16[M, H], may alias x
 
 // x += residual, then out = rms_norm(x), bit for bit add_inplace then rms_norm; out may alias x
 // or residual.
 void add_rms_norm(Tensor& x,                                       // F32[M, H]
                   const Tensor& residual,                          // F32[M, H]
                   const Tensor& weight,                            // F32|BF16|F16[H]
-                  const ops::RmsNormConfig& config, Tensor& out);  // F32[M, H]
+                  const ops::RmsNormConfig& config, Tensor& out);  // F32|BF16|F16[M, H]
 void add_inplace(Tensor& x,                                        // F32[M, H]
                  const Tensor& y);                                 // F32[M, H]
 
@@ -112,7 +115,7 @@ void rope(Tensor& x,                // F32[T, heads, head_dim] contiguous
 
 void gated_activation(const Tensor& gate,                        // F32[M, I]
                       const Tensor& up,                          // F32[M, I]
-                      ops::Activation activation, Tensor& out);  // F32[M, I]
+                      ops::Activation activation, Tensor& out);  // F32|BF16|F16[M, I]
 
 void softmax(Tensor& x);                    // F32[M, N]
 void argmax(const Tensor& x, Tensor& out);  // F32[M, N] -> I32[M]

@@ -218,8 +218,8 @@ int64_t leading_dim(const Tensor& t) {
 
 bool gemv_applies(const Tensor& x, const Tensor& w) {
   const int64_t M = x.shape[0], K = x.shape[1];
-  return M >= 1 && M <= kGemvMaxRows && (w.dtype == DType::BF16 || w.dtype == DType::F16) &&
-         K % kChunk == 0 && aligned16(w.data);
+  return M >= 1 && M <= kGemvMaxRows && x.dtype == DType::F32 &&
+         (w.dtype == DType::BF16 || w.dtype == DType::F16) && K % kChunk == 0 && aligned16(w.data);
 }
 
 bool gemv_many_applies(const Tensor& x, std::span<const GemvTarget> targets) {

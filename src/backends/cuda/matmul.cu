@@ -85,10 +85,14 @@ struct GemmInput {
   const void* data;
   int64_t ld;
 };
-GemmInput gemm_input(const Tensor& x,  // F32[M, K], rows may be strided
+GemmInput gemm_input(const Tensor& x,  // F32[M, K] (or already weight_dtype), rows may be strided
                      DType weight_dtype) {
   const int64_t M = x.shape[0], K = x.shape[1], ldx = leading_dim(x);
-  if (weight_dtype == DType::F32) return {x.data, ldx};
+  if (weight_dtype == DType::F32 || x.dtype != DType::F32) {
+    RINGLM_CHECK(x.dtype == weight_dtype, "matmul: ", dtype_name(x.dtype), " x with ",
+                 dtype_name(weight_dtype), " weights");
+    return {x.data, ldx};
+  }
   Context& ctx = Context::get();
   void* dst = ctx.scratch(Scratch::MatmulInput, static_cast<size_t>(M * K) * 2);
   const bool quads = K % 4 == 0 && ldx % 4 == 0 && reinterpret_cast<uintptr_t>(x.data) % 16 == 0;
@@ -218,7 +222,7 @@ bool matmul_shared_input_applies(const Tensor& x, std::span<const GemvTarget> ta
   for (const GemvTarget& t : targets)
     if (t.w->dtype == DType::F32 || t.w->dtype != targets[0].w->dtype || gemv_applies(x, *t.w))
       return false;
-  return true;
+  return x.dtype == DType::F32 || x.dtype == targets[0].w->dtype;
 }
 
 void matmul_shared_input(const Tensor& x, std::span<const GemvTarget> targets) {

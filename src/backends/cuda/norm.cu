@@ -6,9 +6,11 @@
 // reduction, so out may alias x. add_rms_norm (kAdd): each thread first adds the residual into its
 // elements of x (add_kernel's f32 add) and stores them, then the same norm: bit for bit the two
 // ops; out may alias x or the residual (a thread reads its residual elements before it writes
-// them).
+// them). out may also be BF16/F16: the same f32 value rounded once (for a matmul whose cuBLAS path
+// would round it anyway).
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
 
 #include "backends/cuda/cuda_ops.h"
 #include "backends/cuda/device/common.cuh"
@@ -19,9 +21,9 @@ namespace ringlm::cuda {
 
 namespace {
 
-template <typename W, bool kAdd>
+template <typename W, typename O, bool kAdd>
 __global__ void rms_norm_kernel(float* x, int64_t ldx, const float* residual, int64_t ld_res,
-                                const W* weight, int64_t H, float eps, bool unit_offset, float* out,
+                                const W* weight, int64_t H, float eps, bool unit_offset, O* out,
                                 int64_t ld_out) {
   __shared__ float smem[33];
   device::wait_prior_grid();
@@ -34,9 +36,22 @@ __global__ void rms_norm_kernel(float* x, int64_t ldx, const float* residual, in
   }
   sumsq = device::block_sum(sumsq, smem);
   const float r = device::rms_scale(sumsq, static_cast<float>(H), eps);
-  float* dst = out + blockIdx.x * ld_out;
+  O* dst = out + blockIdx.x * ld_out;
   for (int64_t h = threadIdx.x; h < H; h += blockDim.x)
-    dst[h] = device::rms_apply(row[h], r, device::to_f32(weight[h]), unit_offset);
+    dst[h] =
+        device::from_f32<O>(device::rms_apply(row[h], r, device::to_f32(weight[h]), unit_offset));
+}
+
+// Four consecutive outputs: one 16-byte store for f32, one 8-byte store for 16-bit types.
+template <typename O>
+__device__ __forceinline__ void store4(O* dst, float a, float b, float c, float d) {
+  if constexpr (std::is_same_v<O, float>) {
+    *reinterpret_cast<float4*>(dst) = make_float4(a, b, c, d);
+  } else {
+    const O v[4] = {device::from_f32<O>(a), device::from_f32<O>(b), device::from_f32<O>(c),
+                    device::from_f32<O>(d)};
+    *reinterpret_cast<uint2*>(dst) = *reinterpret_cast<const uint2*>(v);
+  }
 }
 
 // Rows whose length is a multiple of 4 and at most 4 · kVecThreads · kMaxVecs: each thread loads
@@ -45,10 +60,10 @@ __global__ void rms_norm_kernel(float* x, int64_t ldx, const float* residual, in
 // of dependent loads.
 constexpr int kVecThreads = 512;  // rows up to 16384 (4 · 512 · 8); the weights stay in registers
 constexpr int kMaxVecs = 8;
-template <typename W, bool kAdd>
+template <typename W, typename O, bool kAdd>
 __global__ void __launch_bounds__(kVecThreads)
     rms_norm_vec_kernel(float* x, int64_t ldx, const float* residual, int64_t ld_res,
-                        const W* weight, int H, float eps, bool unit_offset, float* out,
+                        const W* weight, int H, float eps, bool unit_offset, O* out,
                         int64_t ld_out) {
   __shared__ float smem[33];
   const int n4 = H / 4;
@@ -86,15 +101,15 @@ __global__ void __launch_bounds__(kVecThreads)
   for (int i = 0; i < kMaxVecs; ++i) sumsq += device::square_sum(v[i]);
   sumsq = device::block_sum(sumsq, smem);
   const float r = device::rms_scale(sumsq, static_cast<float>(H), eps);
-  auto* dst = reinterpret_cast<float4*>(out + blockIdx.x * ld_out);
+  O* dst = out + blockIdx.x * ld_out;
 #pragma unroll
   for (int i = 0; i < kMaxVecs; ++i) {
     const int idx = static_cast<int>(threadIdx.x) + i * static_cast<int>(blockDim.x);
     if (idx >= n4) break;
-    dst[idx] = make_float4(device::rms_apply(v[i].x, r, w[i][0], unit_offset),
-                           device::rms_apply(v[i].y, r, w[i][1], unit_offset),
-                           device::rms_apply(v[i].z, r, w[i][2], unit_offset),
-                           device::rms_apply(v[i].w, r, w[i][3], unit_offset));
+    store4(dst + 4 * idx, device::rms_apply(v[i].x, r, w[i][0], unit_offset),
+           device::rms_apply(v[i].y, r, w[i][1], unit_offset),
+           device::rms_apply(v[i].z, r, w[i][2], unit_offset),
+           device::rms_apply(v[i].w, r, w[i][3], unit_offset));
   }
 }
 
@@ -112,8 +127,25 @@ __global__ void add_kernel(float* x, int64_t ldx, const float* y, int64_t ldy, i
 
 namespace {
 
+// Rows of 4-element groups at their natural alignment (16 bytes for f32, 8 for 16-bit).
 bool vec_aligned(const Tensor& t) {
-  return reinterpret_cast<uintptr_t>(t.data) % 16 == 0 && t.strides[0] % 4 == 0;
+  return reinterpret_cast<uintptr_t>(t.data) % (4 * dtype_size(t.dtype)) == 0 &&
+         t.strides[0] % 4 == 0;
+}
+
+// f(O*) with O the output's element type: F32, BF16 or F16.
+template <typename F>
+void dispatch_out(DType dtype, F&& f) {
+  switch (dtype) {
+    case DType::F32:
+      return f(static_cast<float*>(nullptr));
+    case DType::BF16:
+      return f(static_cast<__nv_bfloat16*>(nullptr));
+    case DType::F16:
+      return f(static_cast<__half*>(nullptr));
+    default:
+      RINGLM_FAIL("rms_norm: output dtype ", dtype_name(dtype));
+  }
 }
 
 // rms_norm (residual null) or add_rms_norm.
@@ -133,19 +165,23 @@ void norm_rows(const Tensor& x, const Tensor* residual, const Tensor& weight,
     const auto threads =
         static_cast<unsigned>(std::clamp<int64_t>((vec_threads + 31) / 32 * 32, 32, kVecThreads));
     device::dispatch_float(weight.dtype, [&]<typename W>(W*) {
-      launch_pdl(rms_norm_vec_kernel<W, kAdd>, dim3(static_cast<unsigned>(M)), dim3(threads), 0,
-                 ctx.stream(), x.ptr<float>(), x.strides[0], res, ld_res, weight.ptr<const W>(),
-                 static_cast<int>(H), config.eps, config.unit_offset, out.ptr<float>(),
-                 out.strides[0]);
+      dispatch_out(out.dtype, [&]<typename O>(O*) {
+        launch_pdl(rms_norm_vec_kernel<W, O, kAdd>, dim3(static_cast<unsigned>(M)), dim3(threads),
+                   0, ctx.stream(), x.ptr<float>(), x.strides[0], res, ld_res,
+                   weight.ptr<const W>(), static_cast<int>(H), config.eps, config.unit_offset,
+                   static_cast<O*>(out.data), out.strides[0]);
+      });
     });
     check_launch("rms_norm_vec_kernel");
     return;
   }
   device::dispatch_float(weight.dtype, [&]<typename W>(W*) {
-    launch_pdl(rms_norm_kernel<W, kAdd>, dim3(static_cast<unsigned>(M)),
-               dim3(device::row_threads(H)), 0, ctx.stream(), x.ptr<float>(), x.strides[0], res,
-               ld_res, weight.ptr<const W>(), H, config.eps, config.unit_offset, out.ptr<float>(),
-               out.strides[0]);
+    dispatch_out(out.dtype, [&]<typename O>(O*) {
+      launch_pdl(rms_norm_kernel<W, O, kAdd>, dim3(static_cast<unsigned>(M)),
+                 dim3(device::row_threads(H)), 0, ctx.stream(), x.ptr<float>(), x.strides[0], res,
+                 ld_res, weight.ptr<const W>(), H, config.eps, config.unit_offset,
+                 static_cast<O*>(out.data), out.strides[0]);
+    });
   });
   check_launch("rms_norm_kernel");
 }
