@@ -172,6 +172,14 @@ Tensor& matmul_feed(Tensor& f32, Tensor& half, std::initializer_list<const ops::
   return half;
 }
 
+Tensor& attention_input(StepBuffers& b, const AttentionWeights& w) {
+  return matmul_feed(b.h, b.h_half, {&w.q, &w.k, &w.v});
+}
+
+Tensor& mlp_input(StepBuffers& b, const MlpWeights& w) {
+  return matmul_feed(b.h, b.h_half, {&w.gate, &w.up});
+}
+
 void attention_block(const AttentionWeights& w, const AttentionBlockConfig& config, int layer,
                      const kv::StepPlan& plan, kv::PagedKvCache& cache, StepBuffers& b,
                      const Tensor& in, Tensor& out) {

@@ -103,6 +103,10 @@ struct StepBuffers {
 // The buffer an op writes a matmul input into: `half` when every one of `weights` takes x in
 // half's dtype at this many rows (ops::matmul_input_dtype), else `f32` ([T, N] both).
 Tensor& matmul_feed(Tensor& f32, Tensor& half, std::initializer_list<const ops::Weight*> weights);
+// Where the norm before a block writes the block's input: b.h or b.h_half (matmul_feed over
+// q/k/v, or over gate/up).
+Tensor& attention_input(StepBuffers& b, const AttentionWeights& w);
+Tensor& mlp_input(StepBuffers& b, const MlpWeights& w);
 
 struct AttentionBlockConfig {
   const ops::RopeTable* rope = nullptr;

@@ -71,25 +71,31 @@ class GemmaModel final : public Model {
   void forward(const kv::StepPlan& plan, kv::PagedKvCache& cache, Arena& arena,
                Tensor& logits) override {
     arena.reset();
-    StepBuffers b = StepBuffers::alloc(arena, plan.num_tokens(), dims_);
+    const int64_t tokens = plan.num_tokens();
+    StepBuffers b = StepBuffers::alloc(
+        arena, tokens, dims_, ops::matmul_input_dtype(layers_.front().attention.q, tokens));
     ops::embedding(plan.token_ids(), embed_, embed_scale_, b.x);
     AttentionBlockConfig attention;
     attention.attention.scale = attention_scale_;
     attention.attention.softcap = static_cast<float>(config_.attn_logit_softcapping);
     attention.qk_norm = norm_;
     // Each residual add is fused with the norm after it (add_rms_norm); the last layer's add
-    // stays alone (lm_head normalizes only the rows it needs).
-    ops::rms_norm(b.x, layers_.front().input_norm, norm_, b.h);
+    // stays alone (lm_head normalizes only the rows it needs). The pre-norms write the blocks'
+    // matmul inputs: b.h, or b.h_half already rounded (attention_input, mlp_input).
+    Tensor* in = &attention_input(b, layers_.front().attention);
+    ops::rms_norm(b.x, layers_.front().input_norm, norm_, *in);
     for (size_t l = 0; l < layers_.size(); ++l) {
       const GemmaLayer& layer = layers_[l];
       attention.rope = layer.sliding ? &local_rope_ : &global_rope_;
-      attention_block(layer.attention, attention, static_cast<int>(l), plan, cache, b, b.h, b.h);
+      attention_block(layer.attention, attention, static_cast<int>(l), plan, cache, b, *in, b.h);
       ops::rms_norm(b.h, layer.post_attention_norm, norm_, b.h);
-      ops::add_rms_norm(b.x, b.h, layer.pre_feedforward_norm, norm_, b.h);
-      mlp_block(layer.mlp, activation_, b, b.h, b.h);
+      in = &mlp_input(b, layer.mlp);
+      ops::add_rms_norm(b.x, b.h, layer.pre_feedforward_norm, norm_, *in);
+      mlp_block(layer.mlp, activation_, b, *in, b.h);
       ops::rms_norm(b.h, layer.post_feedforward_norm, norm_, b.h);
       if (l + 1 < layers_.size()) {
-        ops::add_rms_norm(b.x, b.h, layers_[l + 1].input_norm, norm_, b.h);
+        in = &attention_input(b, layers_[l + 1].attention);
+        ops::add_rms_norm(b.x, b.h, layers_[l + 1].input_norm, norm_, *in);
       } else {
         ops::add_inplace(b.x, b.h);
       }

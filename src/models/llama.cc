@@ -52,24 +52,17 @@ class LlamaModel final : public Model {
     attention.qk_norm = norm_;
     // Each residual add is fused with the norm after it (add_rms_norm); the last layer's add
     // stays alone (lm_head normalizes only the rows it needs). The norms write the blocks'
-    // matmul inputs: b.h, or b.h_half already rounded (matmul_feed).
-    const auto attention_in = [&](const LlamaLayer& layer) -> Tensor& {
-      const AttentionWeights& w = layer.attention;
-      return matmul_feed(b.h, b.h_half, {&w.q, &w.k, &w.v});
-    };
-    const auto mlp_in = [&](const LlamaLayer& layer) -> Tensor& {
-      return matmul_feed(b.h, b.h_half, {&layer.mlp.gate, &layer.mlp.up});
-    };
-    Tensor* in = &attention_in(layers_.front());
+    // matmul inputs: b.h, or b.h_half already rounded (attention_input, mlp_input).
+    Tensor* in = &attention_input(b, layers_.front().attention);
     ops::rms_norm(b.x, layers_.front().input_norm, norm_, *in);
     for (size_t l = 0; l < layers_.size(); ++l) {
       const LlamaLayer& layer = layers_[l];
       attention_block(layer.attention, attention, static_cast<int>(l), plan, cache, b, *in, b.h);
-      in = &mlp_in(layer);
+      in = &mlp_input(b, layer.mlp);
       ops::add_rms_norm(b.x, b.h, layer.post_attention_norm, norm_, *in);
       mlp_block(layer.mlp, activation_, b, *in, b.h);
       if (l + 1 < layers_.size()) {
-        in = &attention_in(layers_[l + 1]);
+        in = &attention_input(b, layers_[l + 1].attention);
         ops::add_rms_norm(b.x, b.h, layers_[l + 1].input_norm, norm_, *in);
       } else {
         ops::add_inplace(b.x, b.h);

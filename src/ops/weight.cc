@@ -116,7 +116,7 @@ void gated_matmul(const Tensor& x, const MatmulTarget& gate, const MatmulTarget&
 
 DType matmul_input_dtype(const Weight& w, int64_t rows) {
 #ifdef RINGLM_HAS_CUDA
-  if (!w.is_quantized() && w.dense().device == Device::CUDA &&
+  if (cuda::rounded_matmul_inputs() && !w.is_quantized() && w.dense().device == Device::CUDA &&
       (w.dense().dtype == DType::BF16 || w.dense().dtype == DType::F16) &&
       rows > cuda::kGemvMaxRows)
     return w.dense().dtype;

@@ -4,7 +4,10 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <fstream>
+#include <iterator>
 #include <string>
+#include <utility>
 
 #include "backends/cuda/runtime.h"
 #include "cuda/cuda_test_util.h"
@@ -150,6 +153,40 @@ TEST(GpuModel, OverlappedLaunchesChangeNoBits) {
   for (size_t i = 0; i < plain.size(); ++i)
     differing += std::memcmp(&plain[i], &overlapped[i], sizeof(float)) != 0;
   EXPECT_EQ(differing, 0u) << "of " << plain.size() << " logits";
+}
+
+// Matmul inputs written already rounded (ops::matmul_input_dtype: the norms and the gated
+// activation write bf16 for the cuBLAS matmuls above the GEMV's rows) change no bits: bf16
+// checkpoints of a Llama (head_dim 128) and of the Gemma-3 fixture's config (sandwich norms,
+// sliding layers), a prompt in chunks of 7 tokens beside a neighbour (steps of 14 rows: cuBLAS
+// q/k/v, gate/up and down), with the rounded inputs and without.
+TEST(GpuModel, RoundedMatmulInputsChangeNoBits) {
+  RINGLM_REQUIRE_GPU();
+  std::ifstream gemma_config(testing::fixture_model_dir("gemma3") + "/config.json");
+  const std::string gemma((std::istreambuf_iterator<char>(gemma_config)),
+                          std::istreambuf_iterator<char>());
+  ASSERT_FALSE(gemma.empty());
+  const std::pair<std::string, std::string> checkpoints[] = {
+      {"gpu_bf16_feed_llama", testing::llama_config(256, 512, 2, 8, 2, 128)},
+      {"gpu_bf16_feed_gemma3", gemma}};
+  std::vector<int32_t> prompt, neighbour;
+  for (int i = 0; i < 90; ++i) prompt.push_back(3 + (i * 37) % 500);
+  for (int i = 0; i < 70; ++i) neighbour.push_back(5 + (i * 53) % 500);
+  for (const auto& [tag, config] : checkpoints) {
+    SCOPED_TRACE(tag);
+    auto gpu = models::load_model(
+        testing::write_random_checkpoint(tag, config, {"--seed=13", "--dtype=bf16"}), Device::CUDA);
+    ASSERT_TRUE(cuda::rounded_matmul_inputs());
+    const auto rounded = testing::prompt_logits(*gpu, prompt, 7, &neighbour);
+    cuda::set_rounded_matmul_inputs(false);
+    const auto plain = testing::prompt_logits(*gpu, prompt, 7, &neighbour);
+    cuda::set_rounded_matmul_inputs(true);
+    ASSERT_EQ(plain.size(), rounded.size());
+    size_t differing = 0;
+    for (size_t i = 0; i < plain.size(); ++i)
+      differing += std::memcmp(&plain[i], &rounded[i], sizeof(float)) != 0;
+    EXPECT_EQ(differing, 0u) << "of " << plain.size() << " logits";
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, GpuDecoderParity, ::testing::ValuesIn(testing::all_fixtures()),

@@ -24,7 +24,12 @@ class DeviceRows;
 // each product carries x's rounding (relative ≤ 2^-9 for bf16, 2^-12 for f16). F16 activations
 // beyond ±65504 overflow; F16 checkpoints are trained to stay inside that range. x may also come
 // already rounded, in the weights' 16-bit dtype (ops::matmul_input_dtype): the same GEMM without
-// the rounding pass, bit for bit the F32 x of those values.
+// the rounding pass, bit for bit the F32 x of those values. ops::matmul_input_dtype hands out
+// 16-bit inputs while rounded_matmul_inputs() (true unless RINGLM_CUDA_ROUNDED_INPUTS=0 or
+// set_rounded_matmul_inputs(false): same-binary A/Bs and the test that the bits do not change;
+// CUDA graphs captured before keep theirs).
+bool rounded_matmul_inputs();
+void set_rounded_matmul_inputs(bool enabled);
 void matmul(const Tensor& x,     // F32[M, K] (or BF16|F16 as w), rows may be strided
             const Tensor& w,     // F32|BF16|F16[N, K] contiguous
             const Tensor& bias,  // F32|BF16|F16[N] or empty

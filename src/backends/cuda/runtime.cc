@@ -99,6 +99,20 @@ void set_pdl_enabled(bool enabled) {
   pdl_flag().store(enabled, std::memory_order_relaxed);
 }
 
+namespace {
+std::atomic<bool>& rounded_inputs_flag() {
+  static std::atomic<bool> enabled{env_switch_on("RINGLM_CUDA_ROUNDED_INPUTS")};
+  return enabled;
+}
+}  // namespace
+
+bool rounded_matmul_inputs() {
+  return rounded_inputs_flag().load(std::memory_order_relaxed);
+}
+void set_rounded_matmul_inputs(bool enabled) {
+  rounded_inputs_flag().store(enabled, std::memory_order_relaxed);
+}
+
 bool device_available() {
   int count = 0;
   if (cudaGetDeviceCount(&count) != cudaSuccess) {
