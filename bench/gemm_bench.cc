@@ -5,6 +5,9 @@
 // the best Lt algorithm with its configuration (tile, stages, split-K, reduction). The weights
 // cycle through copies totalling >= 4× the L2 so each GEMM reads them from HBM, as in a decode
 // step where the other layers' weights evict them. Values do not matter for speed (constant bytes).
+// Last line: the RINGLM_CUDA_LT_RANKS value naming each shape whose best Lt candidate beat
+// cublasGemmEx by >= 3 % (backends/cuda/gemm_lt.h of wip/cublaslt-ranks.patch: matmul.cu runs
+// the named shapes with that candidate), for a same-binary A/B.
 //   gemm_bench [--m 3,8,16,32,64,128,256] [--shapes qkv:6144x4096,o:4096x4096,...]
 //              [--iters 40] [--algos 24] [--json]
 // Default shapes: Llama-3.1-8B's q/k/v (joined), o, gate/up (joined up to 64 rows, else gate and
@@ -164,6 +167,7 @@ int main(int argc, char** argv) {
 
   std::fprintf(opt.json ? stderr : stdout, "%-8s %5s %7s | %9s %7s | %9s %7s %6s | best Lt algo\n",
                "shape", "M", "algos", "gemmEx us", "TB/s", "best us", "TB/s", "gain");
+  std::string ranks;  // the shapes where an Lt candidate beats cublasGemmEx by >= 3 %
   for (const Shape& s : opt.shapes) {
     const size_t weight_bytes = static_cast<size_t>(s.n * s.k) * 2;
     const int copies =
@@ -237,6 +241,11 @@ int main(int argc, char** argv) {
         reduction = algo_config(algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME);
       }
       const double gain = gemm_ex.ok && best.ok ? gemm_ex.us / best.us : 0.0;
+      if (gain >= 1.03) {  // worth a rank-table entry (backends/cuda/gemm_lt.h)
+        if (!ranks.empty()) ranks += ",";
+        ranks += std::to_string(s.n) + "x" + std::to_string(s.k) + "@" + std::to_string(M) + "=" +
+                 std::to_string(best_index);
+      }
       // The table on stdout, or with --json one JSON object per line there and the table on
       // stderr.
       FILE* table = opt.json ? stderr : stdout;
@@ -266,6 +275,7 @@ int main(int argc, char** argv) {
     (void)cudaFree(b.x);
     (void)cudaFree(b.y);
   }
+  std::fprintf(opt.json ? stderr : stdout, "RINGLM_CUDA_LT_RANKS=%s\n", ranks.c_str());
   (void)cublasLtDestroy(lt);
   (void)cublasDestroy(blas);
   (void)cudaFree(workspace);
