@@ -228,11 +228,12 @@ nlohmann::json bench_one(engine::Runner& runner, models::Model& model, const Ben
 }  // namespace
 
 int run_bench(int argc, char** argv) {
-  Args args(argc, argv,
-            {"model", "prompt-len", "context", "gen", "batch", "threads", "kv-memory",
-             "max-step-tokens", "kv-format", "kv-config", "kv-quant-start", "max-kv-size",
-             "kv-keep", "repeat", "json", "device", "decode-parts"},
-            {"json"});
+  Args args(
+      argc, argv,
+      {"model", "prompt-len", "context", "gen", "batch", "threads", "kv-memory",
+       "gpu-memory-utilization", "max-step-tokens", "kv-format", "kv-config", "kv-quant-start",
+       "max-kv-size", "kv-keep", "repeat", "json", "device", "decode-parts"},
+      {"json"});
   apply_threads(args);
   const Device device = device_flag(args);
   if (args.has("decode-parts")) {

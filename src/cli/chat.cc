@@ -16,9 +16,9 @@ namespace ringlm::cli {
 
 int run_chat(int argc, char** argv) {
   Args args(argc, argv,
-            {"model", "max-tokens", "threads", "kv-memory", "max-step-tokens", "system",
-             "kv-format", "kv-config", "kv-quant-start", "max-kv-size", "kv-keep", "device",
-             "temperature", "top-p", "top-k", "min-p", "seed"});
+            {"model", "max-tokens", "threads", "kv-memory", "gpu-memory-utilization",
+             "max-step-tokens", "system", "kv-format", "kv-config", "kv-quant-start", "max-kv-size",
+             "kv-keep", "device", "temperature", "top-p", "top-k", "min-p", "seed"});
   apply_threads(args);
   const std::string dir = args.required("model");
   auto model = models::load_model(dir, device_flag(args));

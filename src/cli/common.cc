@@ -18,6 +18,14 @@ engine::RunnerConfig runner_config(const Args& args) {
   const int64_t mib = args.integer("kv-memory", static_cast<int64_t>(config.kv_memory_bytes >> 20));
   RINGLM_USER_CHECK(mib >= 1, "--kv-memory must be at least 1 (MiB)");
   config.kv_memory_bytes = static_cast<size_t>(mib) << 20;
+  // Without --kv-memory a GPU model's KV budget is what --gpu-memory-utilization of the GPU
+  // leaves after the weights and buffers (engine::auto_kv_budget); the CPU keeps 512 MiB.
+  config.kv_memory_auto = !args.has("kv-memory");
+  config.gpu_memory_utilization =
+      args.number("gpu-memory-utilization", config.gpu_memory_utilization);
+  RINGLM_USER_CHECK(config.gpu_memory_utilization > 0.0 && config.gpu_memory_utilization <= 1.0,
+                    "--gpu-memory-utilization must be in (0, 1], got ",
+                    config.gpu_memory_utilization);
   config.max_step_tokens = args.integer("max-step-tokens", config.max_step_tokens);
   RINGLM_USER_CHECK(config.max_step_tokens >= 1, "--max-step-tokens must be at least 1");
   // Without --kv-format, K/V are stored in the checkpoint's dtype; --kv-format sets every layer;

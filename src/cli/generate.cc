@@ -62,9 +62,26 @@ int generate_sampled(const Args& args, const std::string& dir, models::Model& mo
 
 int run_generate(int argc, char** argv) {
   Args args(argc, argv,
-            {"model", "prompt", "prompt-tokens", "max-tokens", "threads", "kv-memory",
-             "max-step-tokens", "kv-format", "kv-config", "kv-quant-start", "max-kv-size",
-             "kv-keep", "device", "temperature", "top-p", "top-k", "min-p", "seed", "n"});
+            {"model",
+             "prompt",
+             "prompt-tokens",
+             "max-tokens",
+             "threads",
+             "kv-memory",
+             "gpu-memory-utilization",
+             "max-step-tokens",
+             "kv-format",
+             "kv-config",
+             "kv-quant-start",
+             "max-kv-size",
+             "kv-keep",
+             "device",
+             "temperature",
+             "top-p",
+             "top-k",
+             "min-p",
+             "seed",
+             "n"});
   apply_threads(args);
   const std::string dir = args.required("model");
   RINGLM_USER_CHECK(args.has("prompt") != args.has("prompt-tokens"),

@@ -82,6 +82,8 @@ int run_perplexity(int argc, char** argv) {
 
   engine::RunnerConfig config = runner_config(args);
   config.max_sequences = 1;
+  // One sequence of --context tokens (and a reference runner beside it): the fixed budget.
+  config.kv_memory_auto = false;
   engine::Runner runner(*model, config);
   std::unique_ptr<engine::Runner> reference;
   if (args.has("reference-kv-format"))

@@ -44,6 +44,7 @@ int run_serve(int argc, char** argv) {
              "max-num-tokens-per-step",
              "max-step-tokens",
              "kv-memory",
+             "gpu-memory-utilization",
              "kv-quant",
              "kv-format",
              "kv-quant-start",

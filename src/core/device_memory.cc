@@ -1,5 +1,7 @@
 #include "core/device_memory.h"
 
+#include <unistd.h>
+
 #include <cstring>
 #include <new>
 #include <utility>
@@ -93,6 +95,21 @@ void zero_fill(DeviceMemory& memory) {
 #ifdef RINGLM_HAS_CUDA
   cuda::fill_device(memory.data(), 0, memory.size());
 #endif
+}
+
+MemoryInfo memory_info(Device device) {
+  MemoryInfo info;
+  if (device == Device::CPU) {
+    const long page = sysconf(_SC_PAGESIZE);
+    info.free = static_cast<size_t>(sysconf(_SC_AVPHYS_PAGES)) * static_cast<size_t>(page);
+    info.total = static_cast<size_t>(sysconf(_SC_PHYS_PAGES)) * static_cast<size_t>(page);
+    return info;
+  }
+  check_device_usable(device);
+#ifdef RINGLM_HAS_CUDA
+  cuda::device_memory_info(&info.free, &info.total);
+#endif
+  return info;
 }
 
 void check_device_usable(Device device) {

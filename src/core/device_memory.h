@@ -44,6 +44,14 @@ void synchronize_device(Device device);
 // Sets every byte of `memory` to zero (ordered on the backend stream for device memory).
 void zero_fill(DeviceMemory& memory);
 
+// A device's memory now, in bytes: for Device::CUDA the current GPU's (cudaMemGetInfo), for
+// Device::CPU the machine's available and physical memory.
+struct MemoryInfo {
+  size_t free = 0;
+  size_t total = 0;
+};
+MemoryInfo memory_info(Device device);
+
 // Throws a clear ringlm::Error unless `device` can be used in this build and on this machine.
 void check_device_usable(Device device);
 const char* device_name(Device device);        // "cpu", "cuda"

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <deque>
 
+#include "core/log.h"
 #include "engine/scheduler.h"
 #include "ops/ops.h"
 #ifdef RINGLM_HAS_CUDA
@@ -14,6 +15,12 @@
 #endif
 
 namespace ringlm::engine {
+
+size_t auto_kv_budget(const MemoryInfo& memory, double utilization) {
+  const double allowed = utilization * static_cast<double>(memory.total);
+  const double used = static_cast<double>(memory.total) - static_cast<double>(memory.free);
+  return allowed > used ? static_cast<size_t>(allowed - used) : 0;
+}
 
 kv::KvCacheConfig kv_cache_config(const models::Model& model, const RunnerConfig& config) {
   kv::KvCacheConfig kv;
@@ -56,7 +63,6 @@ kv::KvCacheConfig kv_cache_config(const models::Model& model, const RunnerConfig
 }
 
 Runner::Runner(models::Model& model, const RunnerConfig& config) : model_(model), config_(config) {
-  cache_ = std::make_unique<kv::PagedKvCache>(kv_cache_config(model, config));
   arena_ = std::make_unique<Arena>(
       model.activation_bytes(config.max_step_tokens, config.max_step_tokens), model.device());
   const auto logit_floats = static_cast<size_t>(config.max_step_tokens * model.vocab_size());
@@ -71,6 +77,26 @@ Runner::Runner(models::Model& model, const RunnerConfig& config) : model_(model)
     step_graphs_ = std::make_shared<cuda::StepGraphs>();
 #endif
   }
+  // The KV cache last: an automatic budget is what the buffers above leave.
+  if (config.kv_memory_auto && model.device() != Device::CPU) {
+    RINGLM_USER_CHECK(config.gpu_memory_utilization > 0.0 && config.gpu_memory_utilization <= 1.0,
+                      "--gpu-memory-utilization must be in (0, 1], got ",
+                      config.gpu_memory_utilization);
+    const MemoryInfo memory = memory_info(model.device());
+    config_.kv_memory_bytes = auto_kv_budget(memory, config.gpu_memory_utilization);
+    constexpr size_t kGiB = size_t{1} << 30;
+    RINGLM_USER_CHECK(config_.kv_memory_bytes >= (size_t{64} << 20), "no GPU memory left for the ",
+                      "KV cache: ", (memory.total - memory.free) / kGiB, " of ",
+                      memory.total / kGiB, " GiB are in use after loading the model, and ",
+                      "--gpu-memory-utilization ", config.gpu_memory_utilization, " allows ",
+                      config.gpu_memory_utilization * static_cast<double>(memory.total) /
+                          static_cast<double>(kGiB),
+                      " GiB; raise it or set --kv-memory MiB");
+    RINGLM_LOG(Info, "KV cache: ", config_.kv_memory_bytes >> 20, " MiB (",
+               config.gpu_memory_utilization, " of ", memory.total >> 20, " MiB of GPU memory, ",
+               (memory.total - memory.free) >> 20, " MiB in use before it)");
+  }
+  cache_ = std::make_unique<kv::PagedKvCache>(kv_cache_config(model, config_));
 }
 
 Tensor Runner::forward(kv::StepPlan& plan) {

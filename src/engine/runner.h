@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/arena.h"
+#include "core/device_memory.h"
 #include "kv/kv_config.h"
 #include "kv/paged_kv_cache.h"
 #include "kv/step_plan.h"
@@ -21,6 +22,12 @@ namespace ringlm::engine {
 
 struct RunnerConfig {
   size_t kv_memory_bytes = size_t{512} << 20;
+  // GPU models: the KV budget is sized from the GPU instead of kv_memory_bytes — what is left of
+  // gpu_memory_utilization × its memory once the weights, the activation arena and the logits
+  // buffers are allocated (auto_kv_budget; vLLM's --gpu-memory-utilization). CPU models keep
+  // kv_memory_bytes.
+  bool kv_memory_auto = false;
+  double gpu_memory_utilization = 0.9;
   int block_tokens = 16;
   int64_t max_step_tokens = 512;  // prefill chunk budget per step (all rows together)
   kv::KvFormat kv_format = kv::KvFormat::dense(DType::F32);
@@ -49,6 +56,10 @@ struct RunnerConfig {
   bool device_sampling = true;
 };
 // The device comes from the model (models::load_model(dir, device)).
+
+// The auto KV budget (RunnerConfig::kv_memory_auto) from the device's memory after the runner's
+// other buffers: utilization × total − (total − free), or 0 when nothing is left.
+size_t auto_kv_budget(const MemoryInfo& memory, double utilization);
 
 // The KV cache configuration a runner builds for the model (layer specs with the format and
 // --max-kv-size applied, block size, budget).

@@ -151,6 +151,10 @@ TEST(Cli, BadInputGivesAClearError) {
       {"generate --model " + model, "give exactly one of --prompt TEXT and --prompt-tokens IDS"},
       {"frobnicate", "unknown command"},
       {"bench --model " + model + " --decode-parts 64", "--decode-parts needs --device cuda"},
+      {"generate --model " + model + " --prompt-tokens 1 --gpu-memory-utilization 1.5",
+       "--gpu-memory-utilization must be in (0, 1]"},
+      {"generate --model " + model + " --prompt-tokens 1 --gpu-memory-utilization 0",
+       "--gpu-memory-utilization must be in (0, 1]"},
   };
   for (const auto& c : cases) {
     const Outcome out = run(c.args);

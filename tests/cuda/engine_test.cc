@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <random>
+#include <string>
 #include <vector>
 
 #include "cuda/cuda_test_util.h"
@@ -131,6 +132,35 @@ TEST(GpuEngine, DeviceSamplingEqualsHostSampling) {
       EXPECT_LT(host, 0.0f);
       EXPECT_NEAR(device, host, 1e-5f * (1.0f - host)) << "choice " << c << " token " << t;
     }
+  }
+}
+
+// Without a fixed budget a GPU runner's KV cache takes what gpu_memory_utilization of the GPU
+// leaves after the weights and the runner's other buffers; too small a share is a clear error.
+TEST(GpuEngine, AutoKvBudgetFollowsTheUtilization) {
+  RINGLM_REQUIRE_GPU();
+  auto model = models::load_model(testing::fixture_model_dir("llama3"), Device::CUDA);
+  const MemoryInfo before = memory_info(Device::CUDA);
+  RunnerConfig config;
+  config.kv_memory_auto = true;
+  config.gpu_memory_utilization = 0.2;
+  {
+    Runner runner(*model, config);
+    const size_t budget = runner.config().kv_memory_bytes;
+    // At most the share less what was in use before the runner; the runner's own buffers for
+    // this tiny model are a few MiB.
+    EXPECT_LE(budget, auto_kv_budget(before, 0.2));
+    EXPECT_GE(budget + (size_t{64} << 20), auto_kv_budget(before, 0.2));
+    EXPECT_GT(budget, size_t{512} << 20);  // more than the fixed default
+  }
+  config.gpu_memory_utilization =
+      static_cast<double>(before.total - before.free) / static_cast<double>(before.total) / 2;
+  try {
+    Runner runner(*model, config);
+    ADD_FAILURE() << "a share below what is in use must be refused";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--gpu-memory-utilization"), std::string::npos)
+        << e.what();
   }
 }
 

@@ -16,6 +16,10 @@ void* device_malloc(size_t bytes) {
   return ptr;
 }
 
+void device_memory_info(size_t* free_bytes, size_t* total_bytes) {
+  RINGLM_CUDA_CHECK(cudaMemGetInfo(free_bytes, total_bytes));
+}
+
 void device_free(void* ptr) {
   if (ptr != nullptr) (void)cudaFree(ptr);  // cudaFree waits for work that uses it
 }

@@ -34,6 +34,9 @@ class DeviceBuffer {
 void* device_malloc(size_t bytes);
 void device_free(void* ptr);
 
+// The current device's free and total memory in bytes (cudaMemGetInfo).
+void device_memory_info(size_t* free_bytes, size_t* total_bytes);
+
 // Device -> device on the backend stream.
 void copy_on_device(void* dst, const void* src, size_t bytes);
 // Host -> device on the backend stream; src may be reused as soon as this returns.
