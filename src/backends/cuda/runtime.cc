@@ -86,31 +86,27 @@ bool env_switch_on(const char* name) {
 }
 
 namespace {
-std::atomic<bool>& pdl_flag() {
-  static std::atomic<bool> enabled{env_switch_on("RINGLM_CUDA_PDL")};
+// A process-wide switch: on unless the environment sets `Name` to "0"; tests may flip it.
+template <const char* Name>
+std::atomic<bool>& switch_flag() {
+  static std::atomic<bool> enabled{env_switch_on(Name)};
   return enabled;
 }
+constexpr char kPdlEnv[] = "RINGLM_CUDA_PDL";
+constexpr char kRoundedInputsEnv[] = "RINGLM_CUDA_ROUNDED_INPUTS";
 }  // namespace
 
 bool pdl_enabled() {
-  return pdl_flag().load(std::memory_order_relaxed);
+  return switch_flag<kPdlEnv>().load(std::memory_order_relaxed);
 }
 void set_pdl_enabled(bool enabled) {
-  pdl_flag().store(enabled, std::memory_order_relaxed);
+  switch_flag<kPdlEnv>().store(enabled, std::memory_order_relaxed);
 }
-
-namespace {
-std::atomic<bool>& rounded_inputs_flag() {
-  static std::atomic<bool> enabled{env_switch_on("RINGLM_CUDA_ROUNDED_INPUTS")};
-  return enabled;
-}
-}  // namespace
-
 bool rounded_matmul_inputs() {
-  return rounded_inputs_flag().load(std::memory_order_relaxed);
+  return switch_flag<kRoundedInputsEnv>().load(std::memory_order_relaxed);
 }
 void set_rounded_matmul_inputs(bool enabled) {
-  rounded_inputs_flag().store(enabled, std::memory_order_relaxed);
+  switch_flag<kRoundedInputsEnv>().store(enabled, std::memory_order_relaxed);
 }
 
 bool device_available() {
