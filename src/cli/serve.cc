@@ -65,8 +65,14 @@ int run_serve(int argc, char** argv) {
   const std::string dir = args.has("model") ? args.str("model") : args.positional()[0];
   apply_threads(args);
 
+  const Device device = device_flag(args);
   engine::EngineConfig config;
   config.runner = runner_config(args);
+  // On a GPU, vLLM's serving defaults: 256 rows and 2,048 tokens per step (a step of 64 rows or
+  // of a 512-token prefill chunk leaves most of an 8B model's weight reads unshared).
+  const bool gpu = device != Device::CPU;
+  if (gpu && !args.has("max-step-tokens")) config.runner.max_step_tokens = 2048;
+  if (gpu) config.max_batch = 256;
   if (args.has("kv-quant")) {
     config.runner.kv_format = kv::KvFormat::parse(args.str("kv-quant"));
     config.runner.kv_format_auto = false;
@@ -104,7 +110,7 @@ int run_serve(int argc, char** argv) {
   RINGLM_USER_CHECK(body >= 1024, "--max-body-bytes must be at least 1024");
   http.max_body_bytes = static_cast<size_t>(body);
 
-  auto model = models::load_model(dir, device_flag(args));
+  auto model = models::load_model(dir, device);
   const Tokenizer tokenizer = Tokenizer::load(dir);
   config.eos_token_ids = stop_tokens(dir, tokenizer);  // generation_config.json's as well
   engine::Engine engine(*model, tokenizer, config);
