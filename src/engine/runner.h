@@ -45,7 +45,7 @@ struct RunnerConfig {
   int kv_keep = 4;
   // >= 0 (--kv-quant-start S, mlx-lm's quantized_kv_start): the layers with a quantized format
   // keep bf16 K/V for the queries at positions < S; queries from S on read the quantized K/V.
-  // 0 is the plain quantized format; -1: off. CPU only.
+  // 0 is the plain quantized format; -1: off. CPU and GPU (tests/cuda/kv_quant_start_test.cc).
   int64_t kv_quant_start = -1;
   // GPU models: decode steps (every row one token) are captured as CUDA graphs per shape and
   // replayed (backends/cuda/step_graph.h).
