@@ -22,10 +22,7 @@ engine::RunnerConfig runner_config(const Args& args) {
   // leaves after the weights and buffers (engine::auto_kv_budget); the CPU keeps 512 MiB.
   config.kv_memory_auto = !args.has("kv-memory");
   config.gpu_memory_utilization =
-      args.number("gpu-memory-utilization", config.gpu_memory_utilization);
-  RINGLM_USER_CHECK(config.gpu_memory_utilization > 0.0 && config.gpu_memory_utilization <= 1.0,
-                    "--gpu-memory-utilization must be in (0, 1], got ",
-                    config.gpu_memory_utilization);
+      args.number("gpu-memory-utilization", config.gpu_memory_utilization);  // Runner checks it
   config.max_step_tokens = args.integer("max-step-tokens", config.max_step_tokens);
   RINGLM_USER_CHECK(config.max_step_tokens >= 1, "--max-step-tokens must be at least 1");
   // Without --kv-format, K/V are stored in the checkpoint's dtype; --kv-format sets every layer;

@@ -78,10 +78,12 @@ Runner::Runner(models::Model& model, const RunnerConfig& config) : model_(model)
 #endif
   }
   // The KV cache last: an automatic budget is what the buffers above leave.
-  if (config.kv_memory_auto && model.device() != Device::CPU) {
+  if (config.kv_memory_auto) {
     RINGLM_USER_CHECK(config.gpu_memory_utilization > 0.0 && config.gpu_memory_utilization <= 1.0,
                       "--gpu-memory-utilization must be in (0, 1], got ",
                       config.gpu_memory_utilization);
+  }
+  if (config.kv_memory_auto && model.device() != Device::CPU) {
     const MemoryInfo memory = memory_info(model.device());
     config_.kv_memory_bytes = auto_kv_budget(memory, config.gpu_memory_utilization);
     constexpr size_t kGiB = size_t{1} << 30;
