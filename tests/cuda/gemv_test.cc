@@ -143,7 +143,7 @@ TEST(CudaGemv, BatchInvariantUpToTheRowBound) {
 TEST(CudaGemv, ColumnsPerBlockDoNotChangeBits) {
   RINGLM_REQUIRE_GPU();
   for (DType wt : kGemvTypes) {
-    for (int64_t M = 1; M <= cuda::kGemvMaxRows; ++M) {
+    for (int64_t M = 2; M <= cuda::kGemvMaxRows; ++M) {
       // Widths that take different columns per block: 2048, 2050 and 4100 (wider launches may
       // use more columns per block).
       const int64_t K = 1032, narrow = 2048, wide = 2050, wider = 4100;
@@ -243,6 +243,52 @@ TEST(CudaGemv, GatedEqualsMatmulsThenActivationBitwise) {
           EXPECT_TRUE(testing::bitwise_equal(gate.to_host().t(), sout.to_host().t()));
         }
       }
+    }
+  }
+}
+
+// Persistent two-row launches (fewer blocks than column tiles, each walking several and loading
+// the next tile's weights while reducing the current) give the bits of one block per tile: matmuls
+// with more tiles than the GPU holds blocks (8, 4 and 2 columns per tile; K of one, several and
+// a partial pass of chunks), three targets in one launch, and the gated launch.
+TEST(CudaGemv, PersistentEqualsOneBlockPerTileBitwise) {
+  RINGLM_REQUIRE_GPU();
+  ASSERT_TRUE(cuda::gemv_persistent());
+  struct Shape {
+    int64_t K, N;
+  };
+  for (const Shape& sh :
+       {Shape{4096, 6144}, Shape{14336, 4096}, Shape{1032, 3000}, Shape{776, 1000}}) {
+    for (int64_t M = 2; M <= cuda::kGemvMaxRows; ++M) {
+      SCOPED_TRACE(::testing::Message() << "K=" << sh.K << " N=" << sh.N << " M=" << M);
+      Owned x(DType::F32, {M, sh.K}), w(DType::BF16, {sh.N, sh.K}), b(DType::BF16, {sh.N});
+      testing::fill_uniform(x, 61, -2.0f, 2.0f);
+      testing::fill_uniform(w, 62);
+      testing::fill_uniform(b, 63);
+      const OnDevice dx(x), dw(w), db(b);
+      const Weight weight(dw.t());
+      const Tensor bias = db.t(), no_bias;
+      Owned results[2][4];  // [persistent][plain matmul, three targets..., gated]
+      for (int persistent = 0; persistent < 2; ++persistent) {
+        cuda::set_gemv_persistent(persistent == 1);
+        OnDevice y(DType::F32, {M, sh.N});
+        matmul(dx.t(), weight, bias, y.t());
+        results[persistent][0] = y.to_host();
+        // Three targets: the same weights thrice (one launch of three segments).
+        OnDevice y1(DType::F32, {M, sh.N}), y2(DType::F32, {M, sh.N}), y3(DType::F32, {M, sh.N});
+        const MatmulTarget targets[] = {
+            {&weight, &bias, &y1.t()}, {&weight, &no_bias, &y2.t()}, {&weight, &bias, &y3.t()}};
+        matmul_many(dx.t(), targets);
+        results[persistent][1] = y2.to_host();
+        results[persistent][2] = y3.to_host();
+        OnDevice gate(DType::F32, {M, sh.N}), up(DType::F32, {M, sh.N});
+        gated_matmul(dx.t(), {&weight, &bias, &gate.t()}, {&weight, &no_bias, &up.t()},
+                     Activation::SiLU, gate.t());
+        results[persistent][3] = gate.to_host();
+      }
+      cuda::set_gemv_persistent(true);
+      for (int r = 0; r < 4; ++r)
+        EXPECT_TRUE(testing::bitwise_equal(results[0][r].t(), results[1][r].t())) << "result " << r;
     }
   }
 }

@@ -121,6 +121,36 @@ TEST(GpuSampling, AJobAloneEqualsTheJobAmongOthers) {
   }
 }
 
+// More jobs than the GPU has SMs run in several launches (one job per SM each, bounding the
+// weight scratch): the same tokens and logprobs as in launches of 64.
+TEST(GpuSampling, JobsBeyondOneLaunchEqualSmallerCalls) {
+  RINGLM_REQUIRE_GPU();
+  const Owned rows = make_rows(5003, 17);
+  const OnDevice logits(rows);
+  std::vector<SampleJob> jobs;
+  for (int32_t i = 0; i < 300; ++i)
+    jobs.push_back(
+        {i % 4, i % 5 == 0 ? 0 : 40, i % 7 == 0 ? 0.0f : 0.5f + 0.01f * static_cast<float>(i % 50),
+         i % 3 == 0 ? 0.9f : 1.0f, 0.0f, (i * 0.618034) - std::floor(i * 0.618034), i % 2 == 0});
+  const auto J = static_cast<int64_t>(jobs.size());
+  OnDevice tokens(DType::I32, {J}), logprobs(DType::F32, {J});
+  sample(logits.t(), jobs, tokens.t(), &logprobs.t());
+  const Owned all_tokens = tokens.to_host(), all_logprobs = logprobs.to_host();
+  for (int64_t first = 0; first < J; first += 64) {
+    const int64_t n = std::min<int64_t>(64, J - first);
+    OnDevice part_tokens(DType::I32, {n}), part_logprobs(DType::F32, {n});
+    sample(logits.t(), std::span<const SampleJob>(jobs.data() + first, static_cast<size_t>(n)),
+           part_tokens.t(), &part_logprobs.t());
+    const Owned t = part_tokens.to_host(), l = part_logprobs.to_host();
+    for (int64_t k = 0; k < n; ++k) {
+      EXPECT_EQ(t.t().ptr<int32_t>()[k], all_tokens.t().ptr<int32_t>()[first + k]) << first + k;
+      if (jobs[static_cast<size_t>(first + k)].want_logprob) {
+        EXPECT_EQ(l.t().ptr<float>()[k], all_logprobs.t().ptr<float>()[first + k]) << first + k;
+      }
+    }
+  }
+}
+
 // Every logit -inf or NaN: id 0, as the host sampler falls back to.
 TEST(GpuSampling, RowWithoutAFiniteLogitPicksIdZero) {
   RINGLM_REQUIRE_GPU();

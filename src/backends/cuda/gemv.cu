@@ -13,6 +13,8 @@
 // of the launch: its bits are the same either way. A gated launch (gemv_gated: gate and up of an
 // MLP) gives each block C/2 columns of both and writes act(gate) · up — the MLP's gated
 // activation without its own kernel or the round trip of gate and up through memory.
+#include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <span>
 #include <type_traits>
@@ -42,7 +44,7 @@ struct GemvSegment {
   float* y;       // F32[M, N], row stride ldy
   int64_t ldy;
   int64_t N;
-  int64_t first_block;
+  int64_t first_block;  // its first tile
 };
 
 struct GemvArgs {
@@ -94,88 +96,156 @@ __device__ __forceinline__ void accumulate_chunk(const GemvArgs& a, int64_t chun
   }
 }
 
-// kGated: the block's kCols rows are kCols / 2 columns of gate and the same columns of up, and
-// the epilogue writes act(gate) · up; each column's sum is the one the plain launch gives.
-template <typename T, int M, int kCols, bool kGated>
-__global__ void __launch_bounds__(kThreads, 2) gemv_kernel(GemvArgs a) {
-  __shared__ float partials[(kThreads / 32 + 1) * M * kCols];
-  constexpr int kPairs = kCols / 2;
-  int s = 0;  // this block's weight matrix
-  while (!kGated && s + 1 < a.segments && int64_t{blockIdx.x} >= a.seg[s + 1].first_block) ++s;
-  const GemvSegment& seg = a.seg[s];
-  const int64_t n0 =
-      kGated ? int64_t{blockIdx.x} * kPairs : (blockIdx.x - seg.first_block) * int64_t{kCols};
-  const int64_t chunks = a.K / kChunk;
-  // Columns past N (the last block only) re-read column N - 1 and are never stored.
+// One tile of a launch: kCols weight rows (kGated: kCols / 2 columns of gate and the same
+// columns of up) and where their sums go. Tile b is what block b computes in a launch of one
+// block per tile; the persistent launch walks the tiles with fewer blocks.
+template <typename T, int kCols, bool kGated>
+struct GemvTile {
   const uint4* rows[kCols];
+  int64_t n0;
+  int s;  // the tile's weight matrix (not gated)
+
+  __device__ __forceinline__ GemvTile(const GemvArgs& a, int64_t tile) {
+    constexpr int kPairs = kCols / 2;
+    s = 0;
+    while (!kGated && s + 1 < a.segments && tile >= a.seg[s + 1].first_block) ++s;
+    n0 = kGated ? tile * kPairs : (tile - a.seg[s].first_block) * int64_t{kCols};
+    // Columns past N (the last tile only) re-read column N - 1 and are never stored.
 #pragma unroll
-  for (int c = 0; c < kCols; ++c) {
-    const GemvSegment& row_seg = kGated ? a.seg[c < kPairs ? 0 : 1] : seg;
-    const int64_t col = n0 + (kGated ? c % kPairs : c);
-    const int64_t n = col < row_seg.N ? col : row_seg.N - 1;
-    rows[c] = reinterpret_cast<const uint4*>(static_cast<const T*>(row_seg.w) + n * a.K);
+    for (int c = 0; c < kCols; ++c) {
+      const GemvSegment& row_seg = kGated ? a.seg[c < kPairs ? 0 : 1] : a.seg[s];
+      const int64_t col = n0 + (kGated ? c % kPairs : c);
+      const int64_t n = col < row_seg.N ? col : row_seg.N - 1;
+      rows[c] = reinterpret_cast<const uint4*>(static_cast<const T*>(row_seg.w) + n * a.K);
+    }
   }
-  float acc[M][kCols];
-#pragma unroll
-  for (int m = 0; m < M; ++m) {
-#pragma unroll
-    for (int c = 0; c < kCols; ++c) acc[m][c] = 0.0f;
-  }
-  // Two chunks per iteration, loads first; the accumulation order stays chunk by chunk. The
-  // first iteration's loads go out before waiting for the kernel before us (weights are not its
-  // output; x and y are).
-  uint4 w0[kCols], w1[kCols];
-  const auto load_pair = [&](int64_t ch) {
+
+  // The weights of chunks ch and ch + kThreads (zeros past the end): streamed once, evict-first.
+  __device__ __forceinline__ void load_pair(int64_t chunks, int64_t ch, uint4 (&w0)[kCols],
+                                            uint4 (&w1)[kCols]) const {
     const bool first = ch < chunks, second = ch + kThreads < chunks;
 #pragma unroll
-    for (int c = 0; c < kCols; ++c) {  // streamed once: evict-first
+    for (int c = 0; c < kCols; ++c) {
       w0[c] = first ? __ldcs(rows[c] + ch) : make_uint4(0, 0, 0, 0);
       w1[c] = second ? __ldcs(rows[c] + ch + kThreads) : make_uint4(0, 0, 0, 0);
     }
-  };
-  load_pair(threadIdx.x);
+  }
+
+  // Every chunk of the tile, two per iteration (loads first), accumulated chunk by chunk in
+  // order; w0/w1 hold the first pair on entry (loaded by the caller).
+  template <int M>
+  __device__ __forceinline__ void accumulate(const GemvArgs& a, uint4 (&w0)[kCols],
+                                             uint4 (&w1)[kCols], float (&acc)[M][kCols]) const {
+    const int64_t chunks = a.K / kChunk;
+#pragma unroll
+    for (int m = 0; m < M; ++m) {
+#pragma unroll
+      for (int c = 0; c < kCols; ++c) acc[m][c] = 0.0f;
+    }
+    for (int64_t ch = threadIdx.x; ch < chunks; ch += 2 * kThreads) {
+      if (ch != threadIdx.x) load_pair(chunks, ch, w0, w1);
+      accumulate_chunk<T, M, kCols>(a, ch, w0, acc);
+      if (ch + kThreads < chunks) accumulate_chunk<T, M, kCols>(a, ch + kThreads, w1, acc);
+    }
+  }
+
+  // The block's sums into y (kGated: act(gate) · up into out).
+  template <int M>
+  __device__ __forceinline__ void write(const GemvArgs& a, float (&acc)[M][kCols],
+                                        float* partials) const {
+    constexpr int kPairs = kCols / 2;
+    if constexpr (kGated) {
+      device::reduce_tile<M, kCols, kThreads>(acc, partials);
+      const float* sums = partials + (kThreads / 32) * M * kCols;
+      const int i = static_cast<int>(threadIdx.x);
+      if (i < M * kPairs) {
+        const int m = i / kPairs, c = i % kPairs;
+        const int64_t n = n0 + c;
+        if (n < a.seg[0].N) {
+          float g = sums[m * kCols + c], u = sums[m * kCols + kPairs + c];
+          if (a.seg[0].bias.p != nullptr) g += a.seg[0].bias[n];
+          if (a.seg[1].bias.p != nullptr) u += a.seg[1].bias[n];
+          a.out[m * a.ldo + n] = device::gated_value(a.act, g, u);
+        }
+      }
+    } else {
+      const GemvSegment& seg = a.seg[s];
+      device::reduce_tile_to_y<M, kCols, kThreads>(acc, partials, n0, seg.N, seg.bias, seg.y,
+                                                   seg.ldy);
+    }
+  }
+};
+
+// Block b computes tiles b, b + gridDim.x, ... (one tile each when the grid has a block per
+// tile). The first tile's weights are loaded before waiting for the kernel before us (weights are
+// not its output; x and y are); each next tile's first loads go out before this tile's
+// reduction, so the block streams weights while it reduces. A tile's sums are the same whichever
+// block computes it.
+template <typename T, int M, int kCols, bool kGated>
+__global__ void __launch_bounds__(kThreads, 2) gemv_kernel(GemvArgs a, int64_t tiles) {
+  __shared__ float partials[(kThreads / 32 + 1) * M * kCols];
+  using Tile = GemvTile<T, kCols, kGated>;
+  const int64_t chunks = a.K / kChunk;
+  int64_t tile = blockIdx.x;
+  Tile current(a, tile);
+  uint4 w0[kCols], w1[kCols];
+  current.load_pair(chunks, threadIdx.x, w0, w1);
   device::wait_prior_grid();
   device::launch_dependents();
-  for (int64_t ch = threadIdx.x; ch < chunks; ch += 2 * kThreads) {
-    if (ch != threadIdx.x) load_pair(ch);
-    accumulate_chunk<T, M, kCols>(a, ch, w0, acc);
-    if (ch + kThreads < chunks) accumulate_chunk<T, M, kCols>(a, ch + kThreads, w1, acc);
+  while (true) {
+    float acc[M][kCols];
+    current.template accumulate<M>(a, w0, w1, acc);
+    const int64_t next_tile = tile + gridDim.x;
+    const bool more = next_tile < tiles;
+    const Tile next(a, more ? next_tile : tile);
+    if (more) next.load_pair(chunks, threadIdx.x, w0, w1);
+    current.template write<M>(a, acc, partials);
+    if (!more) break;
+    __syncthreads();  // every thread has read partials before the next reduction writes them
+    tile = next_tile;
+    current = next;
   }
-  if constexpr (kGated) {
-    device::reduce_tile<M, kCols, kThreads>(acc, partials);
-    const float* sums = partials + (kThreads / 32) * M * kCols;
-    const int i = static_cast<int>(threadIdx.x);
-    if (i < M * kPairs) {
-      const int m = i / kPairs, c = i % kPairs;
-      const int64_t n = n0 + c;
-      if (n < seg.N) {
-        float g = sums[m * kCols + c], u = sums[m * kCols + kPairs + c];
-        if (a.seg[0].bias.p != nullptr) g += a.seg[0].bias[n];
-        if (a.seg[1].bias.p != nullptr) u += a.seg[1].bias[n];
-        a.out[m * a.ldo + n] = device::gated_value(a.act, g, u);
-      }
-    }
-  } else {
-    device::reduce_tile_to_y<M, kCols, kThreads>(acc, partials, n0, seg.N, seg.bias, seg.y,
-                                                 seg.ldy);
-  }
+}
+
+// Two-row GEMV launches are persistent (at most kPersistentBlocksPerSm blocks per SM walking the
+// tiles) unless RINGLM_CUDA_GEMV_PERSISTENT=0 or set_gemv_persistent(false): the same bits either
+// way. One-row launches keep a block per tile: on the H200 (8B shape, docs/benchmarks.md)
+// persistence gave +9.5 % at batch 2 and -0.7 % at batch 1.
+constexpr int kPersistentBlocksPerSm = 2;  // __launch_bounds__(kThreads, 2)
+constexpr int kPersistentMinRows = 2;
+
+std::atomic<bool>& persistent_flag() {
+  static std::atomic<bool> on{env_switch_on("RINGLM_CUDA_GEMV_PERSISTENT")};
+  return on;
+}
+
+int64_t grid_for_tiles(int64_t tiles, int rows) {
+  if (rows < kPersistentMinRows || !persistent_flag().load(std::memory_order_relaxed)) return tiles;
+  static const int64_t resident = [] {
+    int device = 0, sms = 0;
+    RINGLM_CUDA_CHECK(cudaGetDevice(&device));
+    RINGLM_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+    return int64_t{std::max(sms, 1)} * kPersistentBlocksPerSm;
+  }();
+  return std::min(tiles, resident);
 }
 
 template <typename T, int M, int kCols>
 void launch_cols(GemvArgs a, bool gated, cudaStream_t stream) {
   if (gated) {
-    const int64_t blocks = (a.seg[0].N + kCols / 2 - 1) / (kCols / 2);
-    launch_pdl(gemv_kernel<T, M, kCols, true>, dim3(static_cast<unsigned>(blocks)), dim3(kThreads),
-               0, stream, a);
+    const int64_t tiles = (a.seg[0].N + kCols / 2 - 1) / (kCols / 2);
+    launch_pdl(gemv_kernel<T, M, kCols, true>,
+               dim3(static_cast<unsigned>(grid_for_tiles(tiles, M))), dim3(kThreads), 0, stream, a,
+               tiles);
     return;
   }
-  int64_t blocks = 0;
+  int64_t tiles = 0;
   for (int s = 0; s < a.segments; ++s) {
-    a.seg[s].first_block = blocks;
-    blocks += (a.seg[s].N + kCols - 1) / kCols;
+    a.seg[s].first_block = tiles;
+    tiles += (a.seg[s].N + kCols - 1) / kCols;
   }
-  launch_pdl(gemv_kernel<T, M, kCols, false>, dim3(static_cast<unsigned>(blocks)), dim3(kThreads),
-             0, stream, a);
+  launch_pdl(gemv_kernel<T, M, kCols, false>, dim3(static_cast<unsigned>(grid_for_tiles(tiles, M))),
+             dim3(kThreads), 0, stream, a, tiles);
 }
 
 template <typename T, int M>
@@ -210,6 +280,13 @@ bool aligned16(const void* p) {
 }
 
 }  // namespace
+
+bool gemv_persistent() {
+  return persistent_flag().load(std::memory_order_relaxed);
+}
+void set_gemv_persistent(bool enabled) {
+  persistent_flag().store(enabled, std::memory_order_relaxed);
+}
 
 int64_t leading_dim(const Tensor& t) {
   const int64_t cols = t.shape[1];

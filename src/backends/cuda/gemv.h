@@ -36,4 +36,12 @@ void gemv(const Tensor& x,     // F32[M, K], rows may be strided
 // Leading dimension of a row-major matrix view: its row stride (any value >= cols when rows <= 1).
 int64_t leading_dim(const Tensor& t);
 
+// Whether two-row GEMV launches are persistent (at most 2 blocks per SM walking the column tiles,
+// each block loading its next tile's first weights while it reduces the current one) rather than
+// one block per tile, as one-row launches always are: true unless RINGLM_CUDA_GEMV_PERSISTENT=0 or
+// set_gemv_persistent(false) (tests, same-binary A/Bs; CUDA graphs captured before keep theirs).
+// The same bits either way.
+bool gemv_persistent();
+void set_gemv_persistent(bool enabled);
+
 }  // namespace ringlm::cuda

@@ -13,6 +13,7 @@
 
 #include "backends/cuda/cuda_ops.h"
 #include "backends/cuda/device/common.cuh"
+#include "backends/cuda/device/pdl.cuh"
 #include "backends/cuda/gemv.h"
 
 namespace ringlm::cuda {
@@ -193,13 +194,21 @@ struct SplitColumns {
 };
 
 __global__ void split_columns_kernel(const SplitColumns a) {
+  static_assert(kGemvMaxTargets == 3, "split_columns_kernel selects among three parts");
+  device::wait_prior_grid();
+  device::launch_dependents();
   const int64_t m = blockIdx.y;
   const int64_t n = (blockIdx.x * int64_t{blockDim.x} + threadIdx.x) * a.vec;
   if (n >= a.total) return;
-  int p = 0;
-  while (p + 1 < a.parts && n >= a.first[p + 1]) ++p;
+  // The part holding column n by selects: indexing the parameter arrays with a run-time value
+  // made every thread copy the parameters to local memory (a 112-byte stack frame: more bytes
+  // than the copy itself moves).
+  const bool in1 = a.parts > 1 && n >= a.first[1], in2 = a.parts > 2 && n >= a.first[2];
+  float* const part = in2 ? a.dst[2] : (in1 ? a.dst[1] : a.dst[0]);
+  const int64_t ld = in2 ? a.ld_dst[2] : (in1 ? a.ld_dst[1] : a.ld_dst[0]);
+  const int64_t first = in2 ? a.first[2] : (in1 ? a.first[1] : a.first[0]);
   const float* src = a.src + m * a.ld_src + n;
-  float* dst = a.dst[p] + m * a.ld_dst[p] + (n - a.first[p]);
+  float* dst = part + m * ld + (n - first);
   if (a.vec == 4) {
     *reinterpret_cast<float4*>(dst) = *reinterpret_cast<const float4*>(src);
   } else {
@@ -261,7 +270,7 @@ void matmul_shared_input(const Tensor& x, std::span<const GemvTarget> targets) {
   const dim3 grid(
       static_cast<unsigned>((column / split.vec + device::kThreads - 1) / device::kThreads),
       static_cast<unsigned>(M));
-  split_columns_kernel<<<grid, device::kThreads, 0, Context::get().stream()>>>(split);
+  launch_pdl(split_columns_kernel, grid, dim3(device::kThreads), 0, Context::get().stream(), split);
   check_launch("split_columns_kernel");
 }
 

@@ -11,8 +11,8 @@
 //     independent of order, each weight off by < 2^-s); the tokens of weight c are kept in id
 //     order while the mass before them is below the limit;
 //   the token: the first id, in id order, whose running sum of kept weights passes u · Σ kept
-//     (each warp scans a contiguous segment; the segment that holds the crossing is walked
-//     again), else the last id kept.
+//     (each warp sums a contiguous segment; the block scans the segment that holds the
+//     crossing), else the last id kept.
 // Temperature 0: the first id of the largest logit (engine::argmax_token). A job that wants its
 // logprob also gets l_token − (max + log Σ exp(l_i − max)), in f64, as engine/sampler.cc's
 // fill_logprobs on the unprocessed row.
@@ -20,6 +20,7 @@
 // does not depend on the other jobs. Against the host sampler (engine/sampler.cc: the same rules,
 // other summation orders, Highway's exp) the token is the same except where u · Σ or the top_p
 // limit falls within rounding of a boundary.
+#include <algorithm>
 #include <climits>
 #include <cmath>
 #include <cstdint>
@@ -48,7 +49,7 @@ struct SampleArgs {
 
 struct SampleShared {
   double partial[kSampleWarps];
-  double total;
+  double total, target;
   float fpartial[33];
   unsigned long long hist_copies[kHistCopies * 256];
   unsigned long long digit[256];
@@ -239,36 +240,53 @@ __device__ void apply_top_p(double* w, int64_t V, float top_p, SampleShared& sh)
   }
 }
 
-// Inclusive prefix sums over the warp's lanes (shuffles: a fixed order).
-__device__ __forceinline__ double warp_inclusive_scan(double v) {
-  const int lane = threadIdx.x & 31;
-  for (int o = 1; o < 32; o <<= 1) {
-    const double up = __shfl_up_sync(device::kFullMask, v, o);
-    if (lane >= o) v += up;
-  }
+// Σ over the warp, every lane getting the same value (a fixed butterfly order).
+__device__ __forceinline__ double warp_sum(double v) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(device::kFullMask, v, o);
   return v;
 }
 
+// Σ of v over the threads before this one, in thread order (fixed: warp shuffles, then the warp
+// totals summed in order).
+__device__ double block_exclusive_scan(double v, SampleShared& sh) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  double inclusive = v;
+  for (int o = 1; o < 32; o <<= 1) {
+    const double up = __shfl_up_sync(device::kFullMask, inclusive, o);
+    if (lane >= o) inclusive += up;
+  }
+  __syncthreads();  // earlier readers of sh.partial are done
+  if (lane == 31) sh.partial[warp] = inclusive;
+  __syncthreads();
+  double before = __shfl_up_sync(device::kFullMask, inclusive, 1);  // the lane before's sum
+  if (lane == 0) before = 0.0;
+  double warps_before = 0.0;
+  for (int wp = 0; wp < warp; ++wp) warps_before += sh.partial[wp];
+  return warps_before + before;
+}
+
 // The first id, in id order, whose running sum of the weights passes u · Σ w, else the last id
-// with a positive weight (0 if none). Warp wp owns ids [wp·seg, (wp+1)·seg) and runs its sum 32
-// ids at a time; the warp whose segment holds the crossing walks it again with the same sums.
+// with a positive weight (0 if none). Each warp sums a contiguous segment of ids; thread 0 picks
+// the segment where the running total of segments passes u · Σ; the block then scans that
+// segment, each thread a contiguous run of ids. Fixed orders throughout; where the segment's
+// scan and its total round apart at the crossing, the segment's last positive id.
 __device__ int inverse_cdf(const double* w, int64_t V, double u, SampleShared& sh) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int64_t seg = (V + kSampleWarps - 1) / kSampleWarps;
   const int64_t begin = warp * seg < V ? warp * seg : V;
   const int64_t end = begin + seg < V ? begin + seg : V;
   __syncthreads();  // every thread's weights are written
-  double running = 0.0;
+  double own = 0.0;
   int last = -1;
-  for (int64_t base = begin; base < end; base += 32) {
-    const int64_t i = base + lane;
-    const double v = i < end ? w[i] : 0.0;
+  for (int64_t i = begin + lane; i < end; i += 32) {
+    const double v = w[i];
+    own += v;
     if (v > 0.0) last = static_cast<int>(i);
-    running += __shfl_sync(device::kFullMask, warp_inclusive_scan(v), 31);
   }
+  own = warp_sum(own);
   for (int o = 16; o > 0; o >>= 1) last = max(last, __shfl_xor_sync(device::kFullMask, last, o));
   if (lane == 0) {
-    sh.partial[warp] = running;
+    sh.partial[warp] = own;
     sh.warp_last[warp] = last;
   }
   __syncthreads();
@@ -287,29 +305,30 @@ __device__ int inverse_cdf(const double* w, int64_t V, double u, SampleShared& s
       }
       before += sh.partial[wp];
     }
+    sh.target = target;
     sh.found = INT_MAX;
-    sh.partial[0] = target;
   }
   __syncthreads();
-  if (warp == sh.pick_warp) {
-    const double target = sh.partial[0];
-    double carry = sh.total;
-    for (int64_t base = begin; base < end; base += 32) {
-      const int64_t i = base + lane;
-      const double v = i < end ? w[i] : 0.0;
-      const double scan = warp_inclusive_scan(v);
-      const unsigned hit = __ballot_sync(device::kFullMask, v > 0.0 && carry + scan > target);
-      if (hit != 0) {
-        if (lane == 0) sh.found = static_cast<int>(base) + __ffs(static_cast<int>(hit)) - 1;
-        break;
-      }
-      carry += __shfl_sync(device::kFullMask, scan, 31);
+  const int pick = sh.pick_warp;
+  if (pick < 0) return sh.last_kept;
+  const int64_t seg_begin = pick * seg, seg_end = seg_begin + seg < V ? seg_begin + seg : V;
+  const int64_t per = (seg + kSampleThreads - 1) / kSampleThreads;
+  const int64_t first = seg_begin + threadIdx.x * per;
+  const int64_t stop = first + per < seg_end ? first + per : seg_end;
+  double mine = 0.0;
+  for (int64_t i = first; i < stop; ++i) mine += w[i];
+  double running = sh.total + block_exclusive_scan(mine, sh);
+  const double target = sh.target;
+  for (int64_t i = first; i < stop; ++i) {
+    const double v = w[i];
+    running += v;
+    if (v > 0.0 && running > target) {
+      atomicMin(&sh.found, static_cast<int>(i));
+      break;
     }
   }
   __syncthreads();
-  if (sh.found != INT_MAX) return sh.found;
-  // No crossing (u · Σ within rounding of Σ): the picked segment's last id, else the last kept.
-  return sh.pick_warp >= 0 ? sh.warp_last[sh.pick_warp] : sh.last_kept;
+  return sh.found != INT_MAX ? sh.found : sh.warp_last[pick];
 }
 
 // The job's result: its token and, when wanted, the token's log-probability under the row's
@@ -404,16 +423,28 @@ void sample(const Tensor& logits, std::span<const SampleJob> jobs, Tensor& token
       ctx.scratch(Scratch::SampleJobs, static_cast<size_t>(J) * sizeof(SampleJob)));
   RINGLM_CUDA_CHECK(cudaMemcpyAsync(device_jobs, jobs.data(), jobs.size_bytes(),
                                     cudaMemcpyHostToDevice, ctx.stream()));
+  // One block fills an SM (1024 threads × 64 registers), so launches of one job per SM lose
+  // nothing against one launch of all jobs and bound the f64 weight scratch to SMs × V.
+  static const int64_t per_launch = [] {
+    int device = 0, sms = 0;
+    RINGLM_CUDA_CHECK(cudaGetDevice(&device));
+    RINGLM_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+    return int64_t{std::max(sms, 1)};
+  }();
+  const int64_t chunk = std::min(J, per_launch);
   auto* weights = static_cast<double*>(
-      ctx.scratch(Scratch::SampleWeights, static_cast<size_t>(J * V) * sizeof(double)));
-  const SampleArgs args{logits.ptr<const float>(),
-                        logits.strides[0],
-                        V,
-                        device_jobs,
-                        weights,
-                        tokens.ptr<int32_t>(),
-                        logprobs != nullptr ? logprobs->ptr<float>() : nullptr};
-  sample_kernel<<<static_cast<unsigned>(J), kSampleThreads, 0, ctx.stream()>>>(args);
+      ctx.scratch(Scratch::SampleWeights, static_cast<size_t>(chunk * V) * sizeof(double)));
+  for (int64_t first = 0; first < J; first += chunk) {
+    const SampleArgs args{logits.ptr<const float>(),
+                          logits.strides[0],
+                          V,
+                          device_jobs + first,
+                          weights,
+                          tokens.ptr<int32_t>() + first,
+                          logprobs != nullptr ? logprobs->ptr<float>() + first : nullptr};
+    sample_kernel<<<static_cast<unsigned>(std::min(chunk, J - first)), kSampleThreads, 0,
+                    ctx.stream()>>>(args);
+  }
   check_launch("sample_kernel");
 }
 
