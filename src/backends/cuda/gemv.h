@@ -5,7 +5,8 @@
 // batch-1 decode step 12 % faster than cuBLAS but a batch-8 step 1.6× slower: each 16-byte weight
 // load feeds 8·M FMAs plus M·8 reads and roundings of x, so the kernel turns issue-bound as M
 // grows (about 0.8 ms more per step and row over the 8B model's 16 GB), while cuBLAS stays flat.
-// The two cross near M = 2. A tensor-core small-M kernel is what would serve M = 3..16.
+// The two cross near M = 2. A tensor-core small-M kernel is what would serve M = 3..16 (a first
+// one, wip/skinny-gemm.patch, still loses to cuBLAS: docs/benchmarks.md).
 // Precision: as cuda_ops.h's matmul contract (x rounded to the weights' dtype, exact products, f32
 // accumulation) in an order fixed by K alone: thread t of the block sums chunks of 8 values
 // t, t + 256, ... in order (one FMA chain per output), then the block reduces the 256 partial
