@@ -37,6 +37,9 @@ std::pair<std::string, std::string> merge_parts(const json& m, const std::string
   return {m[0].get<std::string>(), m[1].get<std::string>()};
 }
 
+// How far past the vocabulary's entry count its ids may reach (gaps of unused ids).
+constexpr int64_t kMaxVocabIdGap = int64_t{1} << 20;
+
 }  // namespace
 
 BpeModel::BpeModel(const json& j, const std::string& where) {
@@ -53,6 +56,11 @@ BpeModel::BpeModel(const json& j, const std::string& where) {
     vocab_[it.key()] = static_cast<int32_t>(id);
     max_id = std::max(max_id, id);
   }
+  // The id -> token table is dense: a sparse id far past the entries would cost gigabytes (one
+  // entry with id 10^9 asked for 32 GB). Real vocabularies are dense or nearly so.
+  const int64_t id_limit = static_cast<int64_t>(vocab.size()) + kMaxVocabIdGap;
+  RINGLM_USER_CHECK(max_id < id_limit, where, ".vocab: id ", max_id, " is far beyond its ",
+                    vocab.size(), " entries (ids must stay below entries + ", kMaxVocabIdGap, ")");
   vocab_r_.resize(static_cast<size_t>(max_id + 1));
   has_id_.assign(static_cast<size_t>(max_id + 1), 0);
   for (const auto& [tok, id] : vocab_) {

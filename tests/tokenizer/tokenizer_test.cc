@@ -282,6 +282,13 @@ TEST(Tokenizer, ErrorsNameFileFieldAndType) {
   j = base({"a"});
   j["model"]["dropout"] = 0.1;
   EXPECT_NE(message(j.dump()).find("dropout"), std::string::npos);
+  // A sparse id far past the entries: a clear error, not a multi-gigabyte table (fuzzer finding).
+  j = base({"a"});
+  j["model"]["vocab"]["b"] = 1000000000;
+  EXPECT_NE(message(j.dump()).find("id 1000000000 is far beyond its 2 entries"), std::string::npos);
+  j = base({"a"});
+  j["model"]["vocab"]["b"] = 1000;  // a small gap still loads
+  EXPECT_EQ(message(j.dump()), "no error");
   EXPECT_NE(message("{not json").find("invalid JSON"), std::string::npos);
   EXPECT_NE(message("[]").find("expected a JSON object"), std::string::npos);
   EXPECT_NE(message("{}").find("missing field 'model'"), std::string::npos);
