@@ -9,6 +9,7 @@
 #include <string>
 #include <utility>
 
+#include "backends/cuda/cuda_ops.h"
 #include "backends/cuda/runtime.h"
 #include "cuda/cuda_test_util.h"
 #include "engine/runner.h"
@@ -133,8 +134,12 @@ TEST(GpuModel, TensorCorePrefillMatchesCpu) {
 
 // Overlapped launches (programmatic dependent launch, device/pdl.cuh) change no bits: one-token
 // steps of two rows of a bf16 Llama — the decode GEMV, gate/up with the activation, the fused
-// norm/rope/K-V write, split-K decode attention and its merge, argmax — with and without overlap.
-// A kernel that touched its predecessor's output before waiting for it shows up as a difference.
+// norm/rope/K-V write, split-K decode attention and its merge, argmax — with and without overlap,
+// for K/V in f32 (the CUDA-core decode kernel), bf16 (the tensor-core kernel's cp.async tiles),
+// TurboQuant k8v3 (its register fragments) and affine int8/int4 (codes loaded ahead, or at use:
+// cuda::decode_affine_prefetch). The tensor-core kernels fetch older keys' tiles before
+// waiting for the K/V write (cuda::decode_early_fetch); with that off, too. A kernel that touched
+// its predecessor's output before waiting for it shows up as a difference.
 TEST(GpuModel, OverlappedLaunchesChangeNoBits) {
   RINGLM_REQUIRE_GPU();
   const std::string out = testing::write_random_checkpoint(
@@ -144,15 +149,32 @@ TEST(GpuModel, OverlappedLaunchesChangeNoBits) {
   std::vector<int32_t> prompt, neighbour;
   for (int i = 0; i < 90; ++i) prompt.push_back(3 + (i * 37) % 500);
   for (int i = 0; i < 70; ++i) neighbour.push_back(5 + (i * 53) % 500);
-  cuda::set_pdl_enabled(false);
-  const auto plain = testing::prompt_logits(*gpu, prompt, 1, &neighbour);
-  cuda::set_pdl_enabled(true);
-  const auto overlapped = testing::prompt_logits(*gpu, prompt, 1, &neighbour);
-  ASSERT_EQ(plain.size(), overlapped.size());
-  size_t differing = 0;
-  for (size_t i = 0; i < plain.size(); ++i)
-    differing += std::memcmp(&plain[i], &overlapped[i], sizeof(float)) != 0;
-  EXPECT_EQ(differing, 0u) << "of " << plain.size() << " logits";
+  ASSERT_TRUE(cuda::decode_early_fetch());
+  ASSERT_TRUE(cuda::decode_affine_prefetch());
+  for (const char* format : {"f32", "bf16", "turbo", "int8-g64", "int4-g32"}) {
+    SCOPED_TRACE(format);
+    const kv::KvFormat kv_format = kv::KvFormat::parse(format);
+    cuda::set_pdl_enabled(false);
+    const auto plain = testing::prompt_logits(*gpu, prompt, 1, &neighbour, kv_format);
+    cuda::set_pdl_enabled(true);
+    const auto overlapped = testing::prompt_logits(*gpu, prompt, 1, &neighbour, kv_format);
+    cuda::set_decode_early_fetch(false);
+    const auto late = testing::prompt_logits(*gpu, prompt, 1, &neighbour, kv_format);
+    cuda::set_decode_early_fetch(true);
+    cuda::set_decode_affine_prefetch(false);
+    const auto affine_at_use = testing::prompt_logits(*gpu, prompt, 1, &neighbour, kv_format);
+    cuda::set_decode_affine_prefetch(true);
+    for (const auto* other : {&overlapped, &late, &affine_at_use}) {
+      ASSERT_EQ(plain.size(), other->size());
+      size_t differing = 0;
+      for (size_t i = 0; i < plain.size(); ++i)
+        differing += std::memcmp(&plain[i], &(*other)[i], sizeof(float)) != 0;
+      EXPECT_EQ(differing, 0u) << "of " << plain.size() << " logits, run "
+                               << (other == &overlapped ? "overlapped"
+                                   : other == &late     ? "late"
+                                                        : "affine codes loaded at use");
+    }
+  }
 }
 
 // Matmul inputs written already rounded (ops::matmul_input_dtype: the norms and the gated

@@ -14,10 +14,13 @@
 namespace ringlm::testing {
 
 // Runs the prompt as rows of `chunk`-token prefill steps, optionally beside a second row, and
-// returns the logits of every prompt position of the first row.
-inline std::vector<float> prompt_logits(models::Model& model, const std::vector<int32_t>& prompt,
-                                        int64_t chunk, const std::vector<int32_t>* neighbour) {
+// returns the logits of every prompt position of the first row. K/V are stored in `kv_format`.
+inline std::vector<float> prompt_logits(
+    models::Model& model, const std::vector<int32_t>& prompt, int64_t chunk,
+    const std::vector<int32_t>* neighbour,
+    const kv::KvFormat& kv_format = kv::KvFormat::dense(DType::F32)) {
   engine::RunnerConfig rc;
+  rc.kv_format = kv_format;
   rc.kv_memory_bytes = size_t{64} << 20;
   rc.block_tokens = 16;
   rc.max_step_tokens = 2 * static_cast<int64_t>(prompt.size()) + 8;

@@ -60,8 +60,10 @@ std::atomic<int> g_decode_min_split{[] {
 // tile (bf16: +23 % at batch 256, +5 % at 32, -0.8 % at 1; k8v3: +25 % at 128, -1.9 % at 1; 512
 // keys gained 1-3 % more at batches >= 64 and lost 2-5 % at batch 1). f32 K/V (the CUDA-core
 // kernel): 64. A rule that depends only on the format keeps a row's bits independent of the batch.
+// Parts are balanced (DecodeSplit::balanced) unless RINGLM_CUDA_DECODE_BALANCED=0 (A/B runs).
 device::DecodeSplit split_rule_for(const ops::KvLayerView& kv) {
-  device::DecodeSplit rule{65, 256};
+  static const bool balanced = env_switch_on("RINGLM_CUDA_DECODE_BALANCED");
+  device::DecodeSplit rule{65, 256, balanced};
   if (kv.dense() && kv.k.dtype == DType::F32) rule.min_keys = 64;
   if (kv.dense() && kv.k.dtype != DType::F32) rule.part_limit = 17;
   if (kv.turbo() && kv.bits == 8 && kv.value_bits == 3) rule.part_limit = 33;
@@ -104,6 +106,8 @@ void run_attention(const Tensor& q, const ops::KvLayerView& kv, const ops::Atten
   args.split_decode = true;
   args.split_rule = split_rule_for(kv);
   args.max_parts = args.split_rule.parts_bound(summary.max_decode_context);
+  args.early_fetch = decode_early_fetch();
+  args.affine_prefetch = decode_affine_prefetch();
   if (summary.decode_rows > 0) {
     // Partials of every (row, head, part); rows that are not decode rows leave theirs unused.
     const int64_t slots = int64_t{drows.num_rows} * QH * args.max_parts;
@@ -156,6 +160,36 @@ std::atomic<bool>& merge_in_kernel_flag() {
   return enabled;
 }
 }  // namespace
+
+namespace {
+std::atomic<bool>& early_fetch_flag() {
+  static std::atomic<bool> enabled{env_switch_on("RINGLM_CUDA_DECODE_EARLY")};
+  return enabled;
+}
+}  // namespace
+
+namespace {
+std::atomic<bool>& affine_prefetch_flag() {
+  static std::atomic<bool> enabled{env_switch_on("RINGLM_CUDA_AFFINE_PREFETCH")};
+  return enabled;
+}
+}  // namespace
+
+void set_decode_affine_prefetch(bool enabled) {
+  affine_prefetch_flag().store(enabled);
+}
+
+bool decode_affine_prefetch() {
+  return affine_prefetch_flag().load();
+}
+
+void set_decode_early_fetch(bool enabled) {
+  early_fetch_flag().store(enabled);
+}
+
+bool decode_early_fetch() {
+  return early_fetch_flag().load();
+}
 
 void set_decode_merge_in_kernel(bool enabled) {
   merge_in_kernel_flag().store(enabled);

@@ -154,6 +154,17 @@ int decode_part_limit();
 // The fewest keys in a decode part (a multiple of 64; RINGLM_CUDA_DECODE_MIN_SPLIT at start-up),
 // overriding the per-format choice; any value keeps a row's bits independent of the batch.
 void set_decode_min_split(int keys);
+// Whether the tensor-core decode kernels start loading the first tiles of keys older than the
+// query's own before the kernel before them (prepare_attention, which writes q and the step's
+// K/V) has finished: bit for bit the same output. On unless the environment sets
+// RINGLM_CUDA_DECODE_EARLY=0 or a test turns it off.
+void set_decode_early_fetch(bool enabled);
+bool decode_early_fetch();
+// Whether the tensor-core decode kernel over affine 4-/8-bit K/V (head dims <= 128) loads each
+// tile's codes two tiles ahead of its math instead of when it decodes them: same bits. On unless
+// the environment sets RINGLM_CUDA_AFFINE_PREFETCH=0 or a test turns it off.
+void set_decode_affine_prefetch(bool enabled);
+bool decode_affine_prefetch();
 // Whether the tensor-core decode kernels merge their split-K parts themselves (the last block of
 // a task) instead of a merge kernel after them: bit for bit the same output. On unless the
 // environment sets RINGLM_CUDA_MERGE_IN_KERNEL=0 or a test turns it off.

@@ -14,14 +14,21 @@ constexpr float kLog2e = 1.4426950408889634f, kLn2 = 0.6931471805599453f;
 // smallest multiple of min_keys that gives at most part_limit parts (per K/V format:
 // attention.cu split_rule_for, or the cuda::set_decode_part_limit / set_decode_min_split
 // overrides). Short contexts get min_keys-key parts; long ones up to part_limit blocks per kv head.
+// balanced: the same number of parts, each the smallest multiple of 64 keys that covers the count
+// in that many — no short last part (544 keys: 192 + 192 + 160 instead of 256 + 256 + 32).
 struct DecodeSplit {
-  int part_limit;  // most parts a query is split into
-  int min_keys;    // fewest keys in a part (a multiple of 64: whole tiles for every warp)
+  int part_limit;         // most parts a query is split into
+  int min_keys;           // fewest keys in a part (a multiple of 64: whole tiles for every warp)
+  bool balanced = false;  // as many parts, of equal length (rounded up to 64): no short last part
 
   __host__ __device__ int split(int count) const {
     const int keys = (count + part_limit - 1) / part_limit;
-    const int split = (keys + min_keys - 1) / min_keys * min_keys;
-    return split > min_keys ? split : min_keys;
+    int split = (keys + min_keys - 1) / min_keys * min_keys;
+    split = split > min_keys ? split : min_keys;
+    if (!balanced) return split;
+    const int parts = (count + split - 1) / split;
+    const int even = (count + parts - 1) / parts;
+    return (even + 63) / 64 * 64;  // never more parts than the unbalanced split
   }
   __host__ __device__ int parts(int count) const {
     const int s = split(count);
@@ -51,6 +58,12 @@ struct AttnArgs {
   int max_parts;                       // parts per decode query (stride of the partials)
   float* part_ml;                      // [num_rows, q_heads, max_parts, 2]: m, l
   float* part_acc;                     // [num_rows, q_heads, max_parts, D]
+  // The tensor-core decode kernels fetch the first tiles of keys older than the query's own
+  // before waiting for the kernel before them (no kernel of the step writes those; pdl.cuh).
+  bool early_fetch;
+  // Affine K/V at head dims <= 128: the tensor-core decode kernel loads a tile's codes two tiles
+  // ahead (device/decode_tiles.cuh AffineTiles); false: at use (ReaderTiles). Same bits.
+  bool affine_prefetch;
   // TurboQuant decode-only steps: the merge also applies the deferred inverse rotation with these
   // signs (F32[D], ±1; device/decode_merge.cuh); null: the caller un-rotates.
   const float* merge_unrotate_signs;

@@ -196,7 +196,8 @@ void launch(const AttnArgs& args, const Kv& kv, const RowsSummary& summary, int6
       // Merging in the decode kernel (same bits) pays off where the merge also un-rotates
       // (TurboQuant decode-only steps) and the batch is small: k8v3 at 32k, +3.6 % at batch 1,
       // +0.5 % at 16, -2.2 % at 64; for 16-bit K/V the last block's serial merge of its task's
-      // heads cost more than the merge kernel (-1 % at batch 1; docs/benchmarks.md).
+      // heads cost more than the merge kernel at every batch (-1 % at 1, -1 to -5 % at 32-256 with
+      // 512 keys; docs/benchmarks.md).
       constexpr int kMergeInKernelMaxRows = 16;
       if (!decode_merge_in_kernel() || args.merge_unrotate_signs == nullptr ||
           summary.decode_rows > kMergeInKernelMaxRows) {

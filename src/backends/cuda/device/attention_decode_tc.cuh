@@ -61,12 +61,33 @@ __global__ void __launch_bounds__(kTcDecodeThreads, Source::kMinBlocks)
     decode_tc_kernel(const AttnArgs a, const Source src) {
   using T = typename Source::T;
   extern __shared__ __align__(16) unsigned char smem[];
-  wait_prior_grid();
-  launch_dependents();
+  // The task and the block-table lookups need nothing from the kernel before us (q and this
+  // step's K/V are its output): they, and the first tiles of older keys (one cp.async tile, or
+  // a register source's two), go out before the wait.
   const TcDecodeTask task(a);
   if (!task.active) return;
   const int warp = static_cast<int>(threadIdx.x) >> 5, lane = static_cast<int>(threadIdx.x) & 31;
   const int g = lane >> 2, c = lane & 3;  // mma fragment coordinates
+  // Key (lane mod 16) of this warp's tile t: its row, or -1 past the part's end.
+  auto row_of = [&](int t) { return task.row(a, task.tile_start(t) + (lane & (kTcKeys - 1))); };
+  const int tiles = task.tiles;
+  TcTile<T, kD>* stages = reinterpret_cast<TcTile<T, kD>*>(smem) + warp * Source::kStages;
+  const int row_first = row_of(0);
+  using Raw = typename Source::Raw;
+  Raw raw0{}, raw1{};  // register sources: tiles t and t + 1 of the loop below
+  bool early;
+  if constexpr (Source::kStages == 2) {
+    early = a.early_fetch && tiles > 0 && task.settled(0);
+    if (early) src.fetch(row_first, lane, stages[0]);
+  } else {
+    early = a.early_fetch && task.settled(1);
+    if (early) {
+      raw0 = src.fetch(row_first, lane, stages[0]);
+      raw1 = src.fetch(row_of(1), lane, stages[0]);
+    }
+  }
+  wait_prior_grid();
+  launch_dependents();
 
   // k-step s of Q·Kᵀ: dims 16s + 2c (+1) and 16s + 8 + 2c (+1), as ldmatrix delivers K.
   uint32_t qf[kD / 16][2];
@@ -74,8 +95,6 @@ __global__ void __launch_bounds__(kTcDecodeThreads, Source::kMinBlocks)
       a, task, g, [c](int s, int h) { return 16 * s + 8 * h + 2 * c; }, qf);
   TcOnlineSoftmax<T, kD> soft;
 
-  // Key (lane mod 16) of this warp's tile t: its row, or -1 past the part's end.
-  auto row_of = [&](int t) { return task.row(a, task.tile_start(t) + (lane & (kTcKeys - 1))); };
   const int mi = lane >> 3, mj = lane & 7;  // ldmatrix: the matrix and row this lane addresses
   // One tile of the online softmax: S = Q·Kᵀ, P, Oᵀ += Vᵀ·Pᵀ (tile t of this warp, in `tile`).
   auto consume = [&](const TcTile<T, kD>& tile, int t) {
@@ -102,13 +121,11 @@ __global__ void __launch_bounds__(kTcDecodeThreads, Source::kMinBlocks)
     }
   };
 
-  const int tiles = task.tiles;
-  TcTile<T, kD>* stages = reinterpret_cast<TcTile<T, kD>*>(smem) + warp * Source::kStages;
   if constexpr (Source::kStages == 2) {
     // cp.async sources: tile t + 1 is in flight into the other stage while tile t is consumed;
     // the block-table lookups run one tile further ahead.
     int row_next = row_of(1);
-    if (tiles > 0) src.fetch(row_of(0), lane, stages[0]);
+    if (tiles > 0 && !early) src.fetch(row_first, lane, stages[0]);
     cp_async_commit();
     for (int t = 0; t < tiles; ++t) {
       if (t + 1 < tiles) src.fetch(row_next, lane, stages[(t + 1) % 2]);
@@ -123,14 +140,17 @@ __global__ void __launch_bounds__(kTcDecodeThreads, Source::kMinBlocks)
   } else {
     // Register sources, one stage: tiles t + 1 and t + 2 are in flight (in registers) while
     // tile t is decoded into the stage and consumed; table lookups run a tile further ahead.
-    using Raw = typename Source::Raw;
-    Raw raw0{}, raw1{};
-    if (tiles > 0) raw0 = src.fetch(row_of(0), lane, stages[0]);
-    if (tiles > 1) raw1 = src.fetch(row_of(1), lane, stages[0]);
+    // Fetches are unconditional (a tile past the end reads row 0 as zeros and is never
+    // consumed): a conditional load merges two values into `raw`, and the register copy that
+    // takes makes the warp wait for the load right there.
+    if (!early) {
+      raw0 = src.fetch(row_first, lane, stages[0]);
+      raw1 = src.fetch(row_of(1), lane, stages[0]);
+    }
     int row_next = row_of(2);
     auto step = [&](Raw& raw, int t) {
       src.store(raw, stages[0], lane);
-      if (t + 2 < tiles) raw = src.fetch(row_next, lane, stages[0]);
+      raw = src.fetch(row_next, lane, stages[0]);
       row_next = row_of(t + 3);
       __syncwarp();
       consume(stages[0], t);
@@ -166,6 +186,15 @@ void launch_decode_tc_dim(const AttnArgs& args, const Kv& kv, cudaStream_t strea
   // keep the reader).
   if constexpr (std::is_same_v<Kv, TurboKvReader<8, 3>>) {
     if (launch_decode_turbo_k8v3<kD>(args, kv, stream)) return;
+  }
+  if constexpr (is_affine_reader<Kv>() && kD <= 128) {
+    using Prefetching = AffineTiles<Kv::kCodeBits, Kv::kGroupSize, kD>;
+    if (args.affine_prefetch && Prefetching::aligned(kv)) {
+      Prefetching source{};
+      source.kv = kv;
+      launch_decode_tc_with<Prefetching, kD>(args, source, stream);
+      return;
+    }
   }
   using Source = typename TileSourceFor<Kv, kD>::type;
   launch_decode_tc_with<Source, kD>(args, make_tile_source<Kv, kD>(kv), stream);

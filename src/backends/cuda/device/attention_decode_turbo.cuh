@@ -37,25 +37,6 @@
 
 namespace ringlm::cuda::device {
 
-// n 32-bit words from a 4n-byte aligned address (n = 1, 2, 4: one load).
-template <int N>
-__device__ __forceinline__ void load_words(const void* p, uint32_t (&w)[N]) {
-  if constexpr (N == 1) {
-    w[0] = *reinterpret_cast<const uint32_t*>(p);
-  } else if constexpr (N == 2) {
-    const uint2 x = *reinterpret_cast<const uint2*>(p);
-    w[0] = x.x;
-    w[1] = x.y;
-  } else {
-    static_assert(N == 4, "load_words: 1, 2 or 4 words");
-    const uint4 x = *reinterpret_cast<const uint4*>(p);
-    w[0] = x.x;
-    w[1] = x.y;
-    w[2] = x.z;
-    w[3] = x.w;
-  }
-}
-
 template <int kD>
 struct TurboK8V3Fragments {
   static_assert(kD == 64 || kD == 128 || kD == 256, "TurboK8V3Fragments: head_dim 64/128/256");
@@ -239,18 +220,29 @@ __global__ void __launch_bounds__(kTcDecodeThreads, TurboK8V3Fragments<kD>::kMin
   using Source = TurboK8V3Fragments<kD>;
   using T = typename Source::T;
   extern __shared__ __align__(16) unsigned char smem[];
-  wait_prior_grid();
-  launch_dependents();
+  // The task, the block-table lookups and the first tiles of keys older than the query's own need
+  // nothing from the kernel before us (q and this step's K/V are its output): they go out before
+  // the wait (device/attention_decode_tc.cuh does the same).
   const TcDecodeTask task(a);
   if (!task.active) return;
   const int lane = static_cast<int>(threadIdx.x) & 31;
   const int g = lane >> 2, c = lane & 3;
+  auto row_of = [&](int t) { return task.row(a, task.tile_start(t) + (lane & (kTcKeys - 1))); };
+  // Tiles t + 1 .. t + kAhead are in flight (in registers) while tile t is consumed; the
+  // block-table lookups run a tile further ahead.
+  typename Source::Raw raw[Source::kAhead];
+  const bool early = a.early_fetch && task.settled(Source::kAhead - 1);
+  if (early) {
+#pragma unroll
+    for (int k = 0; k < Source::kAhead; ++k) raw[k] = src.fetch(row_of(k), g, c);
+  }
+  wait_prior_grid();
+  launch_dependents();
 
   uint32_t qf[kD / 16][2];
   load_q_fragments<T, kD>(
       a, task, g, [c](int s, int h) { return 64 * (s / 4) + 16 * c + 4 * (s % 4) + 2 * h; }, qf);
   TcHeadColumnsSoftmax<T, kD> soft;
-  auto row_of = [&](int t) { return task.row(a, task.tile_start(t) + (lane & (kTcKeys - 1))); };
   auto consume = [&](const typename Source::Raw& raw, int t) {
     float st[4];
     src.scores(raw, qf, c, st);
@@ -259,12 +251,11 @@ __global__ void __launch_bounds__(kTcDecodeThreads, TurboK8V3Fragments<kD>::kMin
     src.accumulate(raw, g, p, soft.o);
   };
 
-  // Tiles t + 1 .. t + kAhead are in flight (in registers) while tile t is consumed; the
-  // block-table lookups run a tile further ahead.
   const int tiles = task.tiles;
-  typename Source::Raw raw[Source::kAhead];
+  if (!early) {
 #pragma unroll
-  for (int k = 0; k < Source::kAhead; ++k) raw[k] = src.fetch(row_of(k), g, c);
+    for (int k = 0; k < Source::kAhead; ++k) raw[k] = src.fetch(row_of(k), g, c);
+  }
   int row_next = row_of(Source::kAhead);
   for (int t = 0; t < tiles; t += Source::kAhead) {
 #pragma unroll

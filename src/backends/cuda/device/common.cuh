@@ -127,6 +127,25 @@ inline unsigned row_threads(int64_t n) {
   return static_cast<unsigned>(t < 32 ? 32 : (t > 256 ? 256 : t));
 }
 
+// n 32-bit words from a 4n-byte aligned address (n = 1, 2, 4: one load).
+template <int N>
+__device__ __forceinline__ void load_words(const void* p, uint32_t (&w)[N]) {
+  if constexpr (N == 1) {
+    w[0] = *reinterpret_cast<const uint32_t*>(p);
+  } else if constexpr (N == 2) {
+    const uint2 x = *reinterpret_cast<const uint2*>(p);
+    w[0] = x.x;
+    w[1] = x.y;
+  } else {
+    static_assert(N == 4, "load_words: 1, 2 or 4 words");
+    const uint4 x = *reinterpret_cast<const uint4*>(p);
+    w[0] = x.x;
+    w[1] = x.y;
+    w[2] = x.z;
+    w[3] = x.w;
+  }
+}
+
 // ---- device-side errors ----
 __device__ __forceinline__ void report_error(DeviceErrorRecord* rec, DeviceErrorCode code,
                                              long long index, long long value, long long bound) {

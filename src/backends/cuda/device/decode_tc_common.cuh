@@ -34,7 +34,8 @@ struct TcPartials {
 };
 
 // The block's task and this warp's tiles: tile t holds keys warp_first + t·tile_stride + 0..15
-// of the query's visible keys, up to `last`.
+// of the query's visible keys, up to `last`. Built from the step's host-uploaded tables only
+// (query_start, context_len, the block table): it may run before wait_prior_grid().
 struct TcDecodeTask {
   int r, kvh, part, h0, heads, q0;
   int first, last;
@@ -74,6 +75,11 @@ struct TcDecodeTask {
     return static_cast<int>(slot * a.kv_heads + kvh);
   }
   __device__ __forceinline__ int tile_start(int t) const { return warp_first + t * kTileStride; }
+  // Whether tile t holds only keys older than the query's own: the step writes none of them (the
+  // query's own K/V is this step's write), so they may be read before wait_prior_grid().
+  __device__ __forceinline__ bool settled(int t) const {
+    return tile_start(t) + kTcKeys < keys.count;
+  }
 };
 
 // Q as the A operand, rows = heads (rows g + 8 are zero), scaled by scale·log2(e) (scale alone

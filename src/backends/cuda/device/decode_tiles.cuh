@@ -21,6 +21,7 @@
 
 #include "backends/cuda/device/common.cuh"
 #include "backends/cuda/device/decode_tc_common.cuh"
+#include "backends/cuda/device/kv_affine.cuh"
 #include "backends/cuda/device/kv_load.cuh"
 #include "backends/cuda/device/kv_turbo.cuh"
 #include "backends/cuda/device/mma.cuh"
@@ -93,6 +94,106 @@ struct ReaderTiles {
           make_uint4(pack2<T>(vx[0], vx[1]), pack2<T>(vx[2], vx[3]), pack2<T>(vx[4], vx[5]),
                      pack2<T>(vx[6], vx[7]));
     }
+  }
+};
+
+// Affine 4-/8-bit K/V at head dims 64 and 128: the codes, scales and biases of a tile are loaded
+// into registers at fetch — two tiles ahead of the math, where ReaderTiles loads at store — and
+// decoded at store exactly as the reader decodes (f32, rounded to bf16): the same tile bits.
+// Lane (key j of a pass, chunk) covers 16 dims of one key row: one group, 16 or 8 code bytes.
+template <int kBits, int kGroup, int kD>
+struct AffineTiles {
+  static_assert(kD == 64 || kD == 128, "AffineTiles: head dims 64 and 128");
+  using T = __nv_bfloat16;
+  static constexpr int kStages = 1;
+  static constexpr int kMinBlocks = 2;
+  static constexpr int kLanesPerRow = kD / 16;
+  static constexpr int kRowsPerPass = 32 / kLanesPerRow;
+  static constexpr int kPasses = kTcKeys / kRowsPerPass;
+  static constexpr int kWords = 16 * kBits / 32;  // code words of 16 dims
+  static constexpr int kRowWords = kD * kBits / 32;
+  struct Raw {
+    uint32_t k[kPasses][kWords], v[kPasses][kWords];
+    __nv_bfloat16 ks[kPasses], kb[kPasses], vs[kPasses], vb[kPasses];
+    uint32_t valid;  // bit p: the key of pass p exists (else the tile gets zeros)
+  };
+  AffineKvReader<kBits, kGroup> kv;
+
+  // The code planes' alignment the loads assume (16-byte loads of int8 codes).
+  __host__ static bool aligned(const AffineKvReader<kBits, kGroup>& r) {
+    constexpr uintptr_t kAlign = 4 * kWords;
+    return reinterpret_cast<uintptr_t>(r.k) % kAlign == 0 &&
+           reinterpret_cast<uintptr_t>(r.v) % kAlign == 0;
+  }
+
+  __device__ __forceinline__ Raw fetch(int my_row, int lane, TcTile<T, kD>&) const {
+    Raw raw;
+    raw.valid = 0;
+    const int d0 = 16 * (lane % kLanesPerRow);
+#pragma unroll
+    for (int p = 0; p < kPasses; ++p) {
+      const int row = __shfl_sync(kFullMask, my_row, p * kRowsPerPass + lane / kLanesPerRow);
+      raw.valid |= row >= 0 ? 1u << p : 0u;
+      const uint64_t r = static_cast<uint32_t>(row >= 0 ? row : 0);
+      const uint64_t word = r * kRowWords + d0 * kBits / 32;
+      load_words(kv.k + word, raw.k[p]);
+      load_words(kv.v + word, raw.v[p]);
+      const uint64_t group = r * (kD / kGroup) + d0 / kGroup;
+      raw.ks[p] = kv.k_scales[group];
+      raw.kb[p] = kv.k_biases[group];
+      raw.vs[p] = kv.v_scales[group];
+      raw.vb[p] = kv.v_biases[group];
+    }
+    return raw;
+  }
+
+  __device__ __forceinline__ void store(const Raw& raw, TcTile<T, kD>& dst, int lane) const {
+    const int d0 = 16 * (lane % kLanesPerRow);
+#pragma unroll
+    for (int p = 0; p < kPasses; ++p) {
+      const int key = p * kRowsPerPass + lane / kLanesPerRow;
+      const bool valid = (raw.valid >> p) & 1u;
+      decode_row(raw.k[p], raw.ks[p], raw.kb[p], valid, &dst.k[key][d0]);
+      decode_row(raw.v[p], raw.vs[p], raw.vb[p], valid, &dst.v[key][d0]);
+    }
+  }
+
+ private:
+  // 16 dims: scale·code rounded to f32, + bias (kv_affine.cuh), rounded to bf16; zeros if !valid.
+  // A code becomes the float 2^23 + code with one byte permute (prmt puts its byte under the
+  // exponent 0x4B), then exactly the code by one subtraction (code_to_float's trick).
+  __device__ __forceinline__ static void decode_row(const uint32_t (&words)[kWords],
+                                                    __nv_bfloat16 scale, __nv_bfloat16 bias,
+                                                    bool valid, T* out) {
+    // One code per byte: int8 as stored; int4 split into the even and the odd codes of a word.
+    constexpr int kByteWords = kBits == 8 ? kWords : 2 * kWords;
+    uint32_t bytes[kByteWords];
+#pragma unroll
+    for (int w = 0; w < kWords; ++w) {
+      if constexpr (kBits == 8) {
+        bytes[w] = words[w];
+      } else {
+        bytes[2 * w] = words[w] & 0x0F0F0F0Fu;             // codes 8w, 8w + 2, 8w + 4, 8w + 6
+        bytes[2 * w + 1] = (words[w] >> 4) & 0x0F0F0F0Fu;  // codes 8w + 1, 8w + 3, ...
+      }
+    }
+    auto code = [&](int i) {  // code i as 2^23 + code
+      const int word = kBits == 8 ? i / 4 : 2 * (i / 8) + (i % 2);
+      const int byte = kBits == 8 ? i % 4 : (i % 8) / 2;
+      const uint32_t bits = prmt(bytes[word], 0x4B000000u, 0x7540u | static_cast<uint32_t>(byte));
+      return __fsub_rn(__uint_as_float(bits), 8388608.0f);
+    };
+    const float sc = __bfloat162float(scale), bi = __bfloat162float(bias);
+    uint32_t packed[8];
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      const float x0 = __fadd_rn(__fmul_rn(sc, code(2 * i)), bi);
+      const float x1 = __fadd_rn(__fmul_rn(sc, code(2 * i + 1)), bi);
+      packed[i] = valid ? pack2<T>(x0, x1) : 0u;
+    }
+    auto* o = reinterpret_cast<uint4*>(out);
+    o[0] = make_uint4(packed[0], packed[1], packed[2], packed[3]);
+    o[1] = make_uint4(packed[4], packed[5], packed[6], packed[7]);
   }
 };
 

@@ -17,6 +17,7 @@ struct AffineKvReader {
   static_assert(kBits == 4 || kBits == 8, "affine KV on CUDA: 4- or 8-bit codes");
   static_assert(kGroup == 32 || kGroup == 64, "affine KV on CUDA: groups of 32 or 64");
   static constexpr bool kRotatedValues = false;
+  static constexpr int kCodeBits = kBits, kGroupSize = kGroup;
   const uint32_t* k;  // U32[rows, head_dim·kBits/32], row = slot · kv_heads + kv_head
   const uint32_t* v;
   const __nv_bfloat16* k_scales;  // BF16[rows, head_dim/kGroup]
@@ -60,5 +61,12 @@ struct AffineKvReader {
     for (int i = 0; i < N; ++i) x[i] = __fadd_rn(__fmul_rn(sc, code_to_float(c[i])), bi);
   }
 };
+
+template <typename Kv>
+constexpr bool is_affine_reader() {
+  return requires {
+    Kv::kCodeBits;
+  };
+}
 
 }  // namespace ringlm::cuda::device
