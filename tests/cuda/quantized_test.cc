@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <functional>
 #include <string>
 #include <vector>
@@ -115,6 +116,35 @@ TEST(CudaQuantMatmul, MatchesCpuWithLongRows) {
     for (int64_t M : {1, 8, 9}) {
       SCOPED_TRACE(::testing::Message() << "bits=" << bits << " M=" << M);
       expect_matches_cpu(f, M, true, 7);
+    }
+  }
+}
+
+// The pipelined GEMV (up to 4 rows; x of a chunk loaded at once up to 2) with its wide tiles (8
+// columns per block: codes of up to 4 bits, N above 2048; N = 2053 leaves a partial last tile) with
+// rows of 132 and 264 chunks (threads with a second pair of chunks): bit for bit the first kernel's
+// sums (both give each thread the same chunks in the same order; the first kernel is checked
+// against the CPU above), and one shape against the CPU as well.
+TEST(CudaQuantMatmul, PipelinedGemvEqualsTheFirstKernel) {
+  RINGLM_REQUIRE_GPU();
+  ASSERT_TRUE(cuda::quant_gemv_pipelined());
+  for (int bits : {4, 2, 3, 8}) {
+    for (int64_t K : {4224, 8448}) {
+      const QuantFixture f(2053, K, bits, 64, DType::BF16, static_cast<uint32_t>(bits + K));
+      const DeviceQuant dw(f);
+      for (int64_t M : {1, 2, 4}) {
+        SCOPED_TRACE(::testing::Message() << "bits=" << bits << " K=" << K << " M=" << M);
+        if (M == 4 && K == 4224) expect_matches_cpu(f, M, true, 5);
+        Owned x(DType::F32, {M, K});
+        testing::fill_uniform(x, static_cast<uint32_t>(M + 40));
+        OnDevice dx(x), pipelined(DType::F32, {M, 2053}), first(DType::F32, {M, 2053});
+        cuda::matmul_quantized(dx.t(), dw.q, Tensor(), pipelined.t());
+        cuda::set_quant_gemv_pipelined(false);
+        cuda::matmul_quantized(dx.t(), dw.q, Tensor(), first.t());
+        cuda::set_quant_gemv_pipelined(true);
+        const Owned a = pipelined.to_host(), b = first.to_host();
+        EXPECT_EQ(std::memcmp(a.t().data, b.t().data, a.t().nbytes()), 0);
+      }
     }
   }
 }

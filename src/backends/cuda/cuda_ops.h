@@ -84,6 +84,11 @@ void gemv_gated(const Tensor& x, const GemvTarget& gate, const GemvTarget& up,
 //    scales' dtype (bf16: relative 2^-9 per weight; exact for F32 scales) into a column tile of
 //    scratch, and the dense matmul above runs on it (x rounded to that dtype too).
 // So a row's result differs in its last bits between the two paths.
+// Whether the decode GEMV for quantized weights is the pipelined kernel (more columns per block,
+// its first weights loaded before the kernel before it ends, PDL) or the first one: the same
+// bits. On unless RINGLM_CUDA_QUANT_GEMV_PIPELINED=0 or a test turns it off.
+void set_quant_gemv_pipelined(bool enabled);
+bool quant_gemv_pipelined();
 void matmul_quantized(const Tensor& x,                // F32[M, K], rows may be strided
                       const ops::QuantizedMatrix& w,  // [N, K]
                       const Tensor& bias,             // F32|BF16|F16[N] or empty

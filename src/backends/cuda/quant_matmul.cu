@@ -9,20 +9,25 @@
 // bias_g·Σx is added once per chunk. Then the block reduces its partial sums in a fixed order
 // (device/gemv_common.cuh) — so a row's result depends only on that row (batch invariance).
 // The 8-row bound is gemv.h's: FMAs per weight byte grow with M while codes are 4-8× denser.
-// Unmeasured so far (bench/gpu_quantized.sh): x is re-read from L1 per chunk (f32, 128 B per row
-// per 32 codes against 16 B of 4-bit codes per column), so with 4-bit codes and M > 2 the kernel
-// may be bound by L1 rather than HBM bandwidth; staging x as bf16 would halve that.
+// Measured (H200, 8B shape, docs/benchmarks.md): these GEMVs are latency-bound, far from the
+// bandwidth (k/v projection, Nsight Compute: one chunk per thread at K = 4096, 1.9 warps per
+// scheduler, ~11 cycles between a warp's instructions, mostly waiting on L1 for x). Up to 4 rows
+// run quant_gemv_pipelined_kernel below: PDL with the first chunks' codes loaded before the wait,
+// 8 columns per block for codes of up to 4 bits, x of a chunk loaded at once for up to 2 rows —
+// the same sums bit for bit.
 //
 // More rows (prefill): column tiles of dequant(w), rounded to the scales' dtype, are written into
 // a scratch buffer of at most kDequantScratchBytes and handed to the dense cuda::matmul (cuBLAS):
 // the whole tensor is never materialized.
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 
 #include "backends/cuda/cuda_ops.h"
 #include "backends/cuda/device/affine_unpack.cuh"
 #include "backends/cuda/device/common.cuh"
 #include "backends/cuda/device/gemv_common.cuh"
+#include "backends/cuda/device/pdl.cuh"
 #include "backends/cuda/gemv.h"
 
 namespace ringlm::cuda {
@@ -126,6 +131,153 @@ __global__ void __launch_bounds__(kThreads, 3) quant_gemv_kernel(GemvArgs a) {
   device::reduce_tile_to_y<M, kCols, kThreads>(acc, partials, n0, a.w.N, a.bias, a.y, a.ldy);
 }
 
+// The pipelined GEMV: kWideCols columns per block for codes of up to 4 bits, up to 4 rows and N
+// above kNarrowN (more weight bytes in flight per thread; registers bound the rest), every thread's
+// first two chunks loaded before waiting for the kernel before it (the weights are no kernel's
+// output; launched with PDL), then two chunks loaded together per step as the dense GEMV does;
+// 4-bit codes unpacked by a byte permute per code (the nibbles split into two byte-aligned words
+// first). Same arithmetic per chunk as quant_gemv_kernel.
+constexpr int kWideCols = 8;
+// More rows keep quant_gemv_kernel: with two chunks of codes in registers the pipelined kernel
+// ran 8 rows 0.91x as fast (H200, 8B mlx4).
+constexpr int kPipelinedMaxRows = 4;
+constexpr int64_t kNarrowN = 2048;  // N up to this: 4 columns per block (fill the GPU)
+
+template <int BITS, int kC>
+struct ChunkTile {
+  uint32_t words[kC][BITS];
+  float scale[kC], bias[kC];
+};
+
+template <int BITS, int kC>
+__device__ __forceinline__ void load_tile(const QuantArgs& w, const int64_t (&col)[kC], int64_t ch,
+                                          bool valid, ChunkTile<BITS, kC>& t) {
+  const int64_t g = ch >> w.chunk_group_shift;
+  const int64_t at = valid ? ch : 0;  // past the end: chunk 0 again, never used
+#pragma unroll
+  for (int c = 0; c < kC; ++c) {
+    device::load_chunk_words<BITS, true>(w.codes + col[c] * w.row_words + at * BITS, t.words[c]);
+    t.scale[c] = w.scales[col[c] * w.groups + (valid ? g : 0)];
+    t.bias[c] = w.biases[col[c] * w.groups + (valid ? g : 0)];
+  }
+}
+
+// Codes FIRST .. FIRST + 7 of a chunk as exact floats.
+template <int BITS, int FIRST>
+__device__ __forceinline__ void sub_codes(const uint32_t (&words)[BITS], float (&q)[kSub]) {
+  if constexpr (BITS == 4) {
+    // Word FIRST / 8 holds the 8 codes; even codes are the low nibbles of its bytes.
+    const uint32_t word = words[FIRST / 8];
+    const uint32_t even = word & 0x0F0F0F0Fu, odd = (word >> 4) & 0x0F0F0F0Fu;
+#pragma unroll
+    for (int j = 0; j < kSub; ++j) {
+      const uint32_t bits = __byte_perm(j % 2 ? odd : even, 0x4B000000u, 0x7440u | (j / 2));
+      q[j] = __uint_as_float(bits) - 8388608.0f;
+    }
+  } else {
+    device::chunk_codes<BITS, FIRST, kSub>(words, q);
+  }
+}
+
+// x values FIRST .. FIRST + 7 of each row of a chunk.
+template <int M, int FIRST>
+__device__ __forceinline__ void load_sub_x(const GemvArgs& a, const float* x_chunk,
+                                           float (&xv)[M][kSub]) {
+#pragma unroll
+  for (int m = 0; m < M; ++m) device::load_x8(x_chunk + m * a.ldx + FIRST, a.x_vec, xv[m]);
+}
+
+// quant_gemv_kernel's accumulate_sub on x values already loaded.
+template <int BITS, int M, int kC, int FIRST>
+__device__ __forceinline__ void accumulate_sub2(const ChunkTile<BITS, kC>& t,
+                                                const float (&xv)[M][kSub], float (&sx)[M],
+                                                float (&acc)[M][kC]) {
+  float q[kC][kSub];
+#pragma unroll
+  for (int c = 0; c < kC; ++c) sub_codes<BITS, FIRST>(t.words[c], q[c]);
+#pragma unroll
+  for (int m = 0; m < M; ++m) {
+#pragma unroll
+    for (int j = 0; j < kSub; ++j) sx[m] += xv[m][j];
+#pragma unroll
+    for (int c = 0; c < kC; ++c) {
+      float dot = 0.0f;
+#pragma unroll
+      for (int j = 0; j < kSub; ++j) dot = fmaf(xv[m][j], q[c][j], dot);
+      acc[m][c] = fmaf(t.scale[c], dot, acc[m][c]);
+    }
+  }
+}
+
+// One chunk. Up to 2 rows, the chunk's x values are all loaded first (one L1 round trip
+// instead of one per 8 codes); more rows load them per 8 codes (registers).
+template <int BITS, int M, int kC>
+__device__ __forceinline__ void accumulate_chunk(const GemvArgs& a, int64_t ch,
+                                                 const ChunkTile<BITS, kC>& t,
+                                                 float (&acc)[M][kC]) {
+  float sx[M];
+#pragma unroll
+  for (int m = 0; m < M; ++m) sx[m] = 0.0f;
+  const float* x_chunk = a.x + ch * kCodesPerChunk;
+  if constexpr (M <= 2) {
+    float x0[M][kSub], x1[M][kSub], x2[M][kSub], x3[M][kSub];
+    load_sub_x<M, 0>(a, x_chunk, x0);
+    load_sub_x<M, 8>(a, x_chunk, x1);
+    load_sub_x<M, 16>(a, x_chunk, x2);
+    load_sub_x<M, 24>(a, x_chunk, x3);
+    accumulate_sub2<BITS, M, kC, 0>(t, x0, sx, acc);
+    accumulate_sub2<BITS, M, kC, 8>(t, x1, sx, acc);
+    accumulate_sub2<BITS, M, kC, 16>(t, x2, sx, acc);
+    accumulate_sub2<BITS, M, kC, 24>(t, x3, sx, acc);
+  } else {
+    float xv[M][kSub];
+    load_sub_x<M, 0>(a, x_chunk, xv);
+    accumulate_sub2<BITS, M, kC, 0>(t, xv, sx, acc);
+    load_sub_x<M, 8>(a, x_chunk, xv);
+    accumulate_sub2<BITS, M, kC, 8>(t, xv, sx, acc);
+    load_sub_x<M, 16>(a, x_chunk, xv);
+    accumulate_sub2<BITS, M, kC, 16>(t, xv, sx, acc);
+    load_sub_x<M, 24>(a, x_chunk, xv);
+    accumulate_sub2<BITS, M, kC, 24>(t, xv, sx, acc);
+  }
+#pragma unroll
+  for (int m = 0; m < M; ++m) {
+#pragma unroll
+    for (int c = 0; c < kC; ++c) acc[m][c] = fmaf(t.bias[c], sx[m], acc[m][c]);
+  }
+}
+
+template <int BITS, int M, int kC>
+__global__ void __launch_bounds__(kThreads) quant_gemv_pipelined_kernel(GemvArgs a) {
+  __shared__ float partials[(kThreads / 32 + 1) * M * kC];
+  const int64_t n0 = blockIdx.x * int64_t{kC};
+  const int64_t chunks = a.w.K / kCodesPerChunk;
+  int64_t col[kC];  // columns past N (last block only) re-read column N - 1, never stored
+#pragma unroll
+  for (int c = 0; c < kC; ++c) col[c] = n0 + c < a.w.N ? n0 + c : a.w.N - 1;
+  ChunkTile<BITS, kC> t0, t1;
+  const int64_t first = threadIdx.x;
+  load_tile(a.w, col, first, first < chunks, t0);
+  load_tile(a.w, col, first + kThreads, first + kThreads < chunks, t1);
+  device::wait_prior_grid();
+  device::launch_dependents();
+  float acc[M][kC];
+#pragma unroll
+  for (int m = 0; m < M; ++m) {
+#pragma unroll
+    for (int c = 0; c < kC; ++c) acc[m][c] = 0.0f;
+  }
+  for (int64_t ch = first; ch < chunks; ch += 2 * kThreads) {
+    if (ch != first) {
+      load_tile(a.w, col, ch, true, t0);
+      load_tile(a.w, col, ch + kThreads, ch + kThreads < chunks, t1);
+    }
+    accumulate_chunk<BITS, M, kC>(a, ch, t0, acc);
+    if (ch + kThreads < chunks) accumulate_chunk<BITS, M, kC>(a, ch + kThreads, t1, acc);
+  }
+  device::reduce_tile_to_y<M, kC, kThreads>(acc, partials, n0, a.w.N, a.bias, a.y, a.ldy);
+}
+
 __device__ __forceinline__ uint32_t bits16(__nv_bfloat16 v) {
   return __bfloat16_as_ushort(v);
 }
@@ -191,10 +343,34 @@ bool aligned16(const void* p) {
   return reinterpret_cast<uintptr_t>(p) % 16 == 0;
 }
 
+std::atomic<bool>& pipelined_flag() {
+  static std::atomic<bool> on{env_switch_on("RINGLM_CUDA_QUANT_GEMV_PIPELINED")};
+  return on;
+}
+
+bool pipelined_gemv() {
+  return pipelined_flag().load(std::memory_order_relaxed);
+}
+
 template <int BITS>
 void launch_gemv(int64_t M, const GemvArgs& a, cudaStream_t stream) {
   const auto blocks = static_cast<unsigned>((a.w.N + kCols - 1) / kCols);
-  auto go = [&]<int R>() { quant_gemv_kernel<BITS, R><<<blocks, kThreads, 0, stream>>>(a); };
+  const auto wide_blocks = static_cast<unsigned>((a.w.N + kWideCols - 1) / kWideCols);
+  auto go = [&]<int R>() {
+    if constexpr (R <= kPipelinedMaxRows) {
+      if (pipelined_gemv() && (a.w.N <= kNarrowN || BITS > 4)) {
+        launch_pdl(quant_gemv_pipelined_kernel<BITS, R, kCols>, dim3(blocks), dim3(kThreads), 0,
+                   stream, a);
+        return;
+      }
+      if (pipelined_gemv()) {
+        launch_pdl(quant_gemv_pipelined_kernel<BITS, R, kWideCols>, dim3(wide_blocks),
+                   dim3(kThreads), 0, stream, a);
+        return;
+      }
+    }
+    quant_gemv_kernel<BITS, R><<<blocks, kThreads, 0, stream>>>(a);
+  };
   switch (M) {
     case 1:
       return go.template operator()<1>();
@@ -254,6 +430,14 @@ void matmul_dequantized_tiles(const Tensor& x, const ops::QuantizedMatrix& q, co
 }
 
 }  // namespace
+
+void set_quant_gemv_pipelined(bool enabled) {
+  pipelined_flag().store(enabled, std::memory_order_relaxed);
+}
+
+bool quant_gemv_pipelined() {
+  return pipelined_gemv();
+}
 
 void matmul_quantized(const Tensor& x, const ops::QuantizedMatrix& q, const Tensor& bias,
                       Tensor& y) {
