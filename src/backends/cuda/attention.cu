@@ -166,22 +166,12 @@ std::atomic<bool>& early_fetch_flag() {
   static std::atomic<bool> enabled{env_switch_on("RINGLM_CUDA_DECODE_EARLY")};
   return enabled;
 }
-}  // namespace
 
-namespace {
 std::atomic<bool>& affine_prefetch_flag() {
   static std::atomic<bool> enabled{env_switch_on("RINGLM_CUDA_AFFINE_PREFETCH")};
   return enabled;
 }
 }  // namespace
-
-void set_decode_affine_prefetch(bool enabled) {
-  affine_prefetch_flag().store(enabled);
-}
-
-bool decode_affine_prefetch() {
-  return affine_prefetch_flag().load();
-}
 
 void set_decode_early_fetch(bool enabled) {
   early_fetch_flag().store(enabled);
@@ -189,6 +179,14 @@ void set_decode_early_fetch(bool enabled) {
 
 bool decode_early_fetch() {
   return early_fetch_flag().load();
+}
+
+void set_decode_affine_prefetch(bool enabled) {
+  affine_prefetch_flag().store(enabled);
+}
+
+bool decode_affine_prefetch() {
+  return affine_prefetch_flag().load();
 }
 
 void set_decode_merge_in_kernel(bool enabled) {
