@@ -88,15 +88,22 @@ __device__ __forceinline__ void accumulate_sub(const GemvArgs& a, const float* x
   }
 }
 
+// The weight rows of the block's output columns n0 .. n0 + C - 1; columns past N (last block
+// only) re-read row N - 1 and are never stored.
+template <int C>
+__device__ __forceinline__ void tile_columns(int64_t n0, int64_t N, int64_t (&col)[C]) {
+#pragma unroll
+  for (int c = 0; c < C; ++c) col[c] = n0 + c < N ? n0 + c : N - 1;
+}
+
 template <int BITS, int M>
 __global__ void __launch_bounds__(kThreads, 3) quant_gemv_kernel(GemvArgs a) {
   static_assert(kCodesPerChunk == 4 * kSub);
   __shared__ float partials[(kThreads / 32 + 1) * M * kCols];
   const int64_t n0 = blockIdx.x * int64_t{kCols};
   const int64_t chunks = a.w.K / kCodesPerChunk;
-  int64_t col[kCols];  // columns past N (last block only) re-read column N - 1, never stored
-#pragma unroll
-  for (int c = 0; c < kCols; ++c) col[c] = n0 + c < a.w.N ? n0 + c : a.w.N - 1;
+  int64_t col[kCols];
+  tile_columns(n0, a.w.N, col);
   float acc[M][kCols];
 #pragma unroll
   for (int m = 0; m < M; ++m) {
@@ -252,9 +259,8 @@ __global__ void __launch_bounds__(kThreads) quant_gemv_pipelined_kernel(GemvArgs
   __shared__ float partials[(kThreads / 32 + 1) * M * kC];
   const int64_t n0 = blockIdx.x * int64_t{kC};
   const int64_t chunks = a.w.K / kCodesPerChunk;
-  int64_t col[kC];  // columns past N (last block only) re-read column N - 1, never stored
-#pragma unroll
-  for (int c = 0; c < kC; ++c) col[c] = n0 + c < a.w.N ? n0 + c : a.w.N - 1;
+  int64_t col[kC];
+  tile_columns(n0, a.w.N, col);
   ChunkTile<BITS, kC> t0, t1;
   const int64_t first = threadIdx.x;
   load_tile(a.w, col, first, first < chunks, t0);
