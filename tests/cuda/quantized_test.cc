@@ -1,6 +1,7 @@
 // MLX affine-quantized weights on the GPU (cuda_ops.h: matmul_quantized, embedding_quantized)
 // against the CPU kernels (ops/weight.h on host tensors), for every bits / group size / scale
-// dtype: the fused GEMV (M <= 8) and the dequantized-tile path (M > 8) within the stated bounds,
+// dtype: the fused GEMV (M <= 8), the dequantized-tile path (M > 8) and, where it applies, the
+// tensor-core kernel (quant_mma.h; its own tests: quant_mma_test.cc) within the stated bounds,
 // bit for bit on small integers, batch invariance, strided rows, several column tiles; the
 // embedding bit for bit. The argument checks at the end need no GPU.
 #include <gtest/gtest.h>
@@ -14,6 +15,7 @@
 #include "cuda_test_util.h"
 #include "kv/affine_codec.h"
 #include "op_checks.h"
+#include "quant_checks.h"
 #include "ops/quant_fixture.h"
 #include "ops/weight.h"
 
@@ -23,74 +25,14 @@ namespace {
 using testing::kEps;
 using testing::OnDevice;
 using testing::Owned;
+using testing::DeviceQuant;
+using testing::expect_matches_cpu;
+using testing::kGemvRows;
 using testing::QuantFixture;
 
 const int kBits[] = {2, 3, 4, 5, 6, 8};
 const int kGroups[] = {32, 64, 128};
 const DType kScaleTypes[] = {DType::F32, DType::BF16, DType::F16};
-constexpr int64_t kGemvRows = 8;  // quant_matmul.cu's kQuantGemvMaxRows
-
-// A fixture's tensors on the device.
-struct DeviceQuant {
-  OnDevice codes, scales, biases;
-  QuantizedMatrix q;
-  explicit DeviceQuant(const QuantFixture& f) : codes(f.codes), scales(f.scales), biases(f.biases) {
-    q = {codes.t(), scales.t(), biases.t(), f.q.bits, f.q.group_size};
-  }
-};
-
-// Unit roundoff of the scales' dtype (the tile path rounds x and dequant(w) to it).
-double dtype_roundoff(DType d) {
-  return d == DType::BF16 ? 1.0 / 256 : d == DType::F16 ? 1.0 / 2048 : 0.0;
-}
-
-// |y_gpu - y_cpu| bound for element (m, n). The CPU is exact on w_cpu = fl(fl(s·q) + b) up to
-// f32 accumulation (γ_(K+2) of Σ|x·w_cpu| + |bias|).
-//  GEMV (M <= 8): the GPU sums s·Σx·q + b·Σx in f32: within (K + 64)·u of
-//    S = Σ|x|·(|s·q| + |b|) + |bias|; w_cpu is within 2u·(|s·q| + |b|) of s·q + b. So
-//    (3K + 100)·u·S covers both with room.
-//  Tiles (M > 8): x and w_cpu rounded to the scales' dtype (u_d each) and an f32 accumulation:
-//    2·u_d·Σ|x·w_cpu| + 3(K + 2)·u·(Σ|x·w_cpu| + |bias|), plus f16 subnormals (absolute 2^-25
-//    per rounded x or w, times |w| ≤ 26 or |x| ≤ 1).
-double tolerance(const QuantFixture& f, const Owned& x, const Owned& bias, int64_t M, int64_t m,
-                 int64_t n) {
-  const QuantizedMatrix& q = f.q;
-  const int64_t K = q.cols(), groups = K / q.group_size;
-  double spread = bias.t().empty() ? 0.0 : std::fabs(bias.f(n)), dense = spread;
-  for (int64_t k = 0; k < K; ++k) {
-    const double xk = std::fabs(x.f(m * K + k));
-    const double s = f.scales.f(n * groups + k / q.group_size);
-    const double b = f.biases.f(n * groups + k / q.group_size);
-    const double code =
-        kv::affine_code(q.codes.ptr<const uint32_t>() + n * q.codes.shape[1], k, q.bits);
-    spread += xk * (std::fabs(s * code) + std::fabs(b));
-    dense += xk * std::fabs(reference::dequantized_at(q, n, k));
-  }
-  const auto Kd = static_cast<double>(K);
-  if (M <= kGemvRows) return (3.0 * Kd + 100.0) * kEps * 1.01 * spread + 1e-30;
-  const double ud = dtype_roundoff(q.scales.dtype);
-  const double sub = q.scales.dtype == DType::F16 ? Kd * 27.0 * std::ldexp(1.0, -25) : 0.0;
-  return (2.0 * ud + 3.0 * (Kd + 2.0) * kEps) * 1.01 * dense + sub + 1e-30;
-}
-
-// y = x · dequant(w)ᵀ + bias on the GPU against the CPU kernel, element by element.
-void expect_matches_cpu(const QuantFixture& f, int64_t M, bool with_bias, uint32_t seed) {
-  const int64_t K = f.q.cols(), N = f.q.rows();
-  Owned x(DType::F32, {M, K}), b(DType::BF16, {N}), ref(DType::F32, {M, N});
-  testing::fill_uniform(x, seed);
-  testing::fill_uniform(b, seed + 1);
-  const Owned no_bias;
-  const Owned& bias = with_bias ? b : no_bias;
-  matmul(x.t(), Weight::quantized(f.q), bias.t(), ref.t());
-  DeviceQuant dw(f);
-  OnDevice dx(x), db(b), dy(DType::F32, {M, N});
-  matmul(dx.t(), Weight::quantized(dw.q), with_bias ? db.t() : Tensor(), dy.t());
-  const Owned y = dy.to_host();
-  for (int64_t m = 0; m < M; ++m)
-    for (int64_t n = 0; n < N; ++n)
-      ASSERT_NEAR(y.f(m * N + n), ref.f(m * N + n), tolerance(f, x, bias, M, m, n))
-          << "m=" << m << " n=" << n;
-}
 
 TEST(CudaQuantMatmul, MatchesCpuForEveryFormatAcrossTheRowBound) {
   RINGLM_REQUIRE_GPU();
@@ -128,6 +70,7 @@ TEST(CudaQuantMatmul, MatchesCpuWithLongRows) {
 TEST(CudaQuantMatmul, PipelinedGemvEqualsTheFirstKernel) {
   RINGLM_REQUIRE_GPU();
   ASSERT_TRUE(cuda::quant_gemv_pipelined());
+  const testing::QuantMmaOff mma_off;  // K = 8448 at 4 and 8 bits would take it
   for (int bits : {4, 2, 3, 8}) {
     for (int64_t K : {4224, 8448}) {
       const QuantFixture f(2053, K, bits, 64, DType::BF16, static_cast<uint32_t>(bits + K));
@@ -154,7 +97,7 @@ TEST(CudaQuantMatmul, PipelinedGemvEqualsTheFirstKernel) {
 TEST(CudaQuantMatmul, SeveralColumnTiles) {
   RINGLM_REQUIRE_GPU();
   const QuantFixture f(140000, 256, 4, 64, DType::BF16, 9);
-  expect_matches_cpu(f, 9, true, 21);
+  expect_matches_cpu(f, 17, true, 21);  // 17 rows: past the tensor-core kernel's 16
 }
 
 // Small-integer scales (|s| <= 1), biases (|b| <= 1) and x: every dequantized weight is an integer
@@ -188,6 +131,7 @@ TEST(CudaQuantMatmul, ExactOnSmallIntegers) {
 // Row i of an M-row GEMV call equals the same row alone, bit for bit, for M up to the bound.
 TEST(CudaQuantMatmul, GemvIsBatchInvariant) {
   RINGLM_REQUIRE_GPU();
+  const testing::QuantMmaOff mma_off;  // its own batch invariance: quant_mma_test.cc
   for (int bits : {4, 8, 5}) {
     const QuantFixture f(67, 512, bits, 64, DType::BF16, 23);
     DeviceQuant dw(f);

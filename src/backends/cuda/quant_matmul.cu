@@ -29,6 +29,7 @@
 #include "backends/cuda/device/gemv_common.cuh"
 #include "backends/cuda/device/pdl.cuh"
 #include "backends/cuda/gemv.h"
+#include "backends/cuda/quant_mma.h"
 
 namespace ringlm::cuda {
 
@@ -451,6 +452,8 @@ void matmul_quantized(const Tensor& x, const ops::QuantizedMatrix& q, const Tens
   if (M == 0 || N == 0) return;
   if (q.cols() == 0)  // y = bias: the dense path's K = 0 case
     return matmul(x, Tensor(q.codes.data, q.scales.dtype, {N, 0}, Device::CUDA), bias, y);
+  const QuantMma mma{&x, &q, &bias, &y};
+  if (quant_mma_applies(mma)) return quant_mma(mma);
   const int64_t ldx = leading_dim(x);
   if (M > kQuantGemvMaxRows || !aligned16(q.codes.data))
     return matmul_dequantized_tiles(x, q, bias, y);

@@ -55,6 +55,8 @@ enum class Scratch {
   MergeTickets,
   SampleJobs,
   SampleWeights,
+  QuantPartials,
+  QuantTickets,
   Count
 };
 

@@ -1,0 +1,456 @@
+// The tensor-core decode GEMM for MLX-quantized weights (quant_mma.h): y[M, N] = x[M, K] ·
+// dequant(w)[N, K]ᵀ (+ bias) for 1..16 rows, 4- or 8-bit codes, bf16 scales and biases.
+//
+// Computed as yᵀ = dequant(w) · xᵀ on mma.m16n8k16 (bf16 in, f32 accumulate): w's rows are the
+// mma's 16 rows (y's columns), x's rows its 8 columns (two n-tiles for 9..16 rows). A block of 4
+// warps owns 64 consecutive w rows (16 per warp) and a range of K (its split), walked in chunks of
+// 16 bytes of codes per lane and row (4-bit: 128 k, 8-bit: 64 k):
+//  - codes go from global memory straight into registers, kDepth chunks ahead (evict-first: each
+//    code is read once), the first ones before waiting for the kernel before this one (PDL);
+//    thread (g, c) of a warp (g = lane / 4, c = lane % 4) loads 16 bytes at k = c·(chunk / 4) of
+//    rows g and g + 8, so the four lanes of a row read 64 contiguous bytes;
+//  - each lane turns its codes into bf16 pairs in registers, the A fragments, with its own group's
+//    scale and bias (a lane's 32 or 16 codes lie in one group of 32, 64 or 128);
+//  - x arrives in f32 pages of 256 k per row by cp.async (3 pages in flight, 16-byte units
+//    XOR-swizzled so a warp's fragment reads hit distinct banks) and each lane rounds its B
+//    fragments to bf16 from there; rows past M are neither copied nor read (zero fragments).
+// The mma's k order is a permutation of a chunk's k, the same for the codes and x (a sum does not
+// care about the order of its terms; the tensor core's accumulation order is its own, the same for
+// every column):
+//  - 4-bit: word j of a lane's 16 bytes holds codes k0 .. k0 + 7 (k0 = 32c + 8j); the nibble pairs
+//    (0, 4), (1, 5), (2, 6), (3, 7) are one mask-and-or each (bits 4p and 16 + 4p into the mantissa
+//    of bf16 128: 128 + q exactly), minus 128 and times scale plus bias in one bf16x2 FMA each;
+//    k-step s of word j takes pairs 2s (fragment columns 2c, 2c + 1) and 2s + 1 (2c + 8, 2c + 9),
+//    and x's B fragments pair the same k.
+//  - 8-bit: word j holds codes k0 .. k0 + 3 (k0 = 16c + 4j), made exact f32 by a byte permute under
+//    2^23, dequantized by an f32 FMA and rounded to bf16 pairs (0, 1) and (2, 3): k-step j.
+// Splits: with fewer column tiles than the GPU wants blocks, K is cut into `splits` ranges of whole
+// pages; each block writes its partial sums, and the last block of a tile to finish (a ticket per
+// tile) adds the splits in split order into y and resets the ticket.
+#include "backends/cuda/quant_mma.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <cstdlib>
+
+#include "backends/cuda/cuda_ops.h"
+#include "backends/cuda/device/common.cuh"
+#include "backends/cuda/device/mma.cuh"
+#include "backends/cuda/device/pdl.cuh"
+#include "backends/cuda/gemv.h"
+
+namespace ringlm::cuda {
+
+namespace {
+
+constexpr int kWarps = 4;
+constexpr int kThreads = 32 * kWarps;
+constexpr int kTileCols = 16 * kWarps;  // w rows (y columns) per block: one mma m-tile per warp
+constexpr int kPageK = 256;             // k per x page
+constexpr int kPageUnits = kPageK / 4;  // 16-byte f32 units per x row of a page
+constexpr int kXStages = 3;             // x pages in flight (shared memory)
+constexpr int kDepth = 4;               // chunks of codes in flight per thread
+
+template <int BITS>
+struct Chunking {
+  static constexpr int kChunkK = 512 / BITS;  // 16 bytes of codes per lane and row, 4 lanes
+  static constexpr int kLaneK = kChunkK / 4;  // codes per lane and row: 32 or 16
+  static constexpr int kChunksPerPage = kPageK / kChunkK;
+  static_assert(kDepth % kChunksPerPage == 0, "a page starts at a fixed slot of the code ring");
+};
+
+struct MmaArgs {
+  const uint32_t* codes;         // U32[N, row_words]
+  const uint16_t* scales;        // BF16[N, groups] (as bits)
+  const uint16_t* biases;        // BF16[N, groups]
+  const float* x;                // F32[M, ldx]
+  device::AnyFloat bias;         // [N] or null
+  float* y;                      // F32[M, ldy]
+  float* partials;               // F32[splits, M, N] (splits > 1)
+  unsigned* tickets;             // [column tiles], zero between launches
+  int64_t row_words, ldx, ldy;
+  int groups, group_shift;       // group = k >> group_shift
+  int M, N, K;
+  int pages_per_split, splits;
+};
+
+// Where f32 unit u of x row r lives in a page: XOR of u's low 3 bits so that the 8 lanes of a
+// quarter-warp (rows of both parities, all four c) read 8 distinct 16-byte bank groups.
+// 4-bit fragments read units 32·ci + 8c + 2j + h (bits 3-4 of u are c); 8-bit ones
+// 16·ci + 4c + j (bit 3 is c / 2, bit 2 is c % 2).
+template <int BITS>
+__device__ __forceinline__ int swizzled(int r, int u) {
+  if constexpr (BITS == 4) return u ^ ((((u >> 3) & 3) << 1) | (r & 1));
+  return u ^ ((((u >> 3) & 1) << 1) | (r & 1));
+}
+
+// One chunk of a lane's codes: 16 bytes of rows g and g + 8 and their groups' scale and bias.
+struct Chunk {
+  uint4 a, b;
+  uint32_t scale_a, bias_a, scale_b, bias_b;  // bf16 bits
+};
+
+__device__ __forceinline__ uint32_t word(const uint4& v, int j) {
+  return j == 0 ? v.x : j == 1 ? v.y : j == 2 ? v.z : v.w;
+}
+
+__device__ __forceinline__ uint32_t bf16_pair(uint32_t bits) {  // (v, v)
+  return __byte_perm(bits, 0, 0x1010);
+}
+
+__device__ __forceinline__ __nv_bfloat162 as_bf162(uint32_t v) {
+  return *reinterpret_cast<const __nv_bfloat162*>(&v);
+}
+__device__ __forceinline__ uint32_t as_u32(__nv_bfloat162 v) {
+  return *reinterpret_cast<const uint32_t*>(&v);
+}
+
+// Nibbles p and p + 4 of a 4-bit word dequantized: bf16(s·q + b) in the low and high half.
+template <int P>
+__device__ __forceinline__ uint32_t dequant_nibbles(uint32_t w, __nv_bfloat162 scale,
+                                                    __nv_bfloat162 bias) {
+  uint32_t magic;  // (w >> 4P) & 0x000F000F | 0x43004300: bf16 128 + q in each half
+  asm("lop3.b32 %0, %1, %2, %3, 0xEA;"
+      : "=r"(magic)
+      : "r"(w >> (4 * P)), "r"(0x000F000Fu), "r"(0x43004300u));
+  const __nv_bfloat162 q = __hsub2(as_bf162(magic), as_bf162(0x43004300u));  // exact
+  return as_u32(__hfma2(q, scale, bias));
+}
+
+// Byte E of an 8-bit word as an exact float (2^23 + q built by a byte permute, 2^23 subtracted).
+template <int E>
+__device__ __forceinline__ float code_byte(uint32_t w) {
+  return __uint_as_float(__byte_perm(w, 0x4B000000u, 0x7440u | E)) - 8388608.0f;
+}
+
+// Bytes E and E + 1 of an 8-bit word dequantized in f32 (s·q + b) and rounded to a bf16 pair.
+template <int E>
+__device__ __forceinline__ uint32_t dequant_bytes(uint32_t w, float scale, float bias) {
+  return device::pack2<__nv_bfloat16>(fmaf(scale, code_byte<E>(w), bias),
+                                      fmaf(scale, code_byte<E + 1>(w), bias));
+}
+
+__device__ __forceinline__ float bf16_bits_to_f32(uint32_t bits) {
+  return __uint_as_float(bits << 16);
+}
+
+template <int BITS, int MT>
+__global__ void __launch_bounds__(kThreads, 4) quant_mma_kernel(const MmaArgs a) {
+  using C = Chunking<BITS>;
+  constexpr int kRows = 8 * MT;  // x rows a stage holds (M rounded up to the mma's 8)
+  extern __shared__ __align__(16) float4 xs[];  // [kXStages][kRows][kPageUnits]
+  __shared__ bool last_block;
+  const int warp = static_cast<int>(threadIdx.x) >> 5, lane = static_cast<int>(threadIdx.x) & 31;
+  const int g = lane >> 2, c = lane & 3;
+  const int tile = static_cast<int>(blockIdx.x), split = static_cast<int>(blockIdx.y);
+  const int first_page = split * a.pages_per_split;
+  const int pages = min(a.pages_per_split, a.K / kPageK - first_page);  // >= 1 by the plan
+  const int count = pages * C::kChunksPerPage;
+  const int first = first_page * C::kChunksPerPage;
+  const int row0 = tile * kTileCols + 16 * warp;
+  // Rows past N (the last tile only) re-read row N - 1 and are never stored.
+  const int64_t ra = min(row0 + g, a.N - 1), rb = min(row0 + g + 8, a.N - 1);
+  const uint4* wa = reinterpret_cast<const uint4*>(a.codes + ra * a.row_words) + first * 4 + c;
+  const uint4* wb = reinterpret_cast<const uint4*>(a.codes + rb * a.row_words) + first * 4 + c;
+  const uint16_t* sa = a.scales + ra * a.groups;
+  const uint16_t* sb = a.scales + rb * a.groups;
+  const uint16_t* ba = a.biases + ra * a.groups;
+  const uint16_t* bb = a.biases + rb * a.groups;
+  const auto load_w = [&](int i, Chunk& d) {
+    if (i >= count) return;
+    d.a = __ldcs(wa + i * 4);
+    d.b = __ldcs(wb + i * 4);
+    const int group = ((first + i) * C::kChunkK + c * C::kLaneK) >> a.group_shift;
+    d.scale_a = __ldg(sa + group);
+    d.bias_a = __ldg(ba + group);
+    d.scale_b = __ldg(sb + group);
+    d.bias_b = __ldg(bb + group);
+  };
+  // Codes are no earlier kernel's output: their first loads go out before the wait.
+  Chunk wv[kDepth];
+#pragma unroll
+  for (int p = 0; p < kDepth; ++p) load_w(p, wv[p]);
+  device::wait_prior_grid();
+  device::launch_dependents();
+
+  const auto load_x = [&](int page) {  // page into stage page % kXStages; real rows only
+    if (page < pages) {
+      const int64_t k0 = int64_t{first_page + page} * kPageK;
+      float4* stage = xs + (page % kXStages) * kRows * kPageUnits;
+      for (int v = static_cast<int>(threadIdx.x); v < a.M * kPageUnits; v += kThreads) {
+        const int r = v / kPageUnits, u = v % kPageUnits;
+        device::cp_async16(stage + r * kPageUnits + swizzled<BITS>(r, u),
+                           a.x + r * a.ldx + k0 + 4 * u, true);
+      }
+    }
+    device::cp_async_commit();  // empty groups keep the wait counts uniform
+  };
+#pragma unroll
+  for (int p = 0; p < kXStages - 1; ++p) load_x(p);
+
+  float acc[MT][4];
+#pragma unroll
+  for (int t = 0; t < MT; ++t) acc[t][0] = acc[t][1] = acc[t][2] = acc[t][3] = 0.0f;
+  // The x value unit u (4 floats) of row 8t + g, or zeros past M.
+  const auto x_unit = [&](const float4* stage, int t, int u) {
+    const int r = 8 * t + g;
+    return r < a.M ? stage[r * kPageUnits + swizzled<BITS>(r, u)] : make_float4(0, 0, 0, 0);
+  };
+  // acc[t] += (the warp's 16 rows of dequant(w)) · (x rows 8t .. 8t + 7)ᵀ over chunk ci of a page.
+  const auto consume = [&](const float4* stage, int ci, const Chunk& d) {
+    if constexpr (BITS == 4) {
+      const __nv_bfloat162 scale_a = as_bf162(bf16_pair(d.scale_a));
+      const __nv_bfloat162 bias_a = as_bf162(bf16_pair(d.bias_a));
+      const __nv_bfloat162 scale_b = as_bf162(bf16_pair(d.scale_b));
+      const __nv_bfloat162 bias_b = as_bf162(bf16_pair(d.bias_b));
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const uint32_t wa_j = word(d.a, j), wb_j = word(d.b, j);
+        const uint32_t pa[4] = {dequant_nibbles<0>(wa_j, scale_a, bias_a),
+                                dequant_nibbles<1>(wa_j, scale_a, bias_a),
+                                dequant_nibbles<2>(wa_j, scale_a, bias_a),
+                                dequant_nibbles<3>(wa_j, scale_a, bias_a)};
+        const uint32_t pb[4] = {dequant_nibbles<0>(wb_j, scale_b, bias_b),
+                                dequant_nibbles<1>(wb_j, scale_b, bias_b),
+                                dequant_nibbles<2>(wb_j, scale_b, bias_b),
+                                dequant_nibbles<3>(wb_j, scale_b, bias_b)};
+        const int u = 32 * ci + 8 * c + 2 * j;
+#pragma unroll
+        for (int t = 0; t < MT; ++t) {
+          const float4 lo = x_unit(stage, t, u), hi = x_unit(stage, t, u + 1);
+#pragma unroll
+          for (int s = 0; s < 2; ++s) {
+            const uint32_t frag[4] = {pa[2 * s], pb[2 * s], pa[2 * s + 1], pb[2 * s + 1]};
+            const uint32_t b0 = s == 0 ? device::pack2<__nv_bfloat16>(lo.x, hi.x)
+                                       : device::pack2<__nv_bfloat16>(lo.z, hi.z);
+            const uint32_t b1 = s == 0 ? device::pack2<__nv_bfloat16>(lo.y, hi.y)
+                                       : device::pack2<__nv_bfloat16>(lo.w, hi.w);
+            device::mma16816<__nv_bfloat16>(acc[t], frag, b0, b1);
+          }
+        }
+      }
+    } else {
+      const float scale_a = bf16_bits_to_f32(d.scale_a), bias_a = bf16_bits_to_f32(d.bias_a);
+      const float scale_b = bf16_bits_to_f32(d.scale_b), bias_b = bf16_bits_to_f32(d.bias_b);
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const uint32_t wa_j = word(d.a, j), wb_j = word(d.b, j);
+        const uint32_t frag[4] = {
+            dequant_bytes<0>(wa_j, scale_a, bias_a), dequant_bytes<0>(wb_j, scale_b, bias_b),
+            dequant_bytes<2>(wa_j, scale_a, bias_a), dequant_bytes<2>(wb_j, scale_b, bias_b)};
+        const int u = 16 * ci + 4 * c + j;
+#pragma unroll
+        for (int t = 0; t < MT; ++t) {
+          const float4 v = x_unit(stage, t, u);
+          device::mma16816<__nv_bfloat16>(acc[t], frag, device::pack2<__nv_bfloat16>(v.x, v.y),
+                                          device::pack2<__nv_bfloat16>(v.z, v.w));
+        }
+      }
+    }
+  };
+  for (int i0 = 0; i0 < count; i0 += kDepth) {
+#pragma unroll
+    for (int p = 0; p < kDepth; ++p) {
+      const int i = i0 + p;
+      if (i >= count) break;
+      constexpr int kPerPage = C::kChunksPerPage;
+      const int page = i / kPerPage;
+      if (p % kPerPage == 0) {  // i0 is a multiple of kDepth, so i starts a page exactly here
+        device::cp_async_wait<kXStages - 2>();  // this page's x has landed (this thread's copies)
+        __syncthreads();  // ... every thread's, and every warp is done with the page before
+        load_x(page + kXStages - 1);
+      }
+      consume(xs + (page % kXStages) * kRows * kPageUnits, p % kPerPage, wv[p]);
+      load_w(i + kDepth, wv[p]);
+    }
+  }
+  device::cp_async_wait<0>();
+
+  // acc[t][e]: w row row0 + g (+ 8 for e >= 2), x row 8t + 2c (+ 1 for odd e).
+  const auto for_each_output = [&](auto&& f) {
+#pragma unroll
+    for (int t = 0; t < MT; ++t) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int n = row0 + g + 8 * (e >> 1), m = 8 * t + 2 * c + (e & 1);
+        if (n < a.N && m < a.M) f(acc[t][e], int64_t{m}, int64_t{n});
+      }
+    }
+  };
+  const auto store = [&](float v, int64_t m, int64_t n) {
+    a.y[m * a.ldy + n] = a.bias.p != nullptr ? v + a.bias[n] : v;
+  };
+  if (a.splits == 1) {
+    for_each_output(store);
+    return;
+  }
+  const int64_t plane = int64_t{a.M} * a.N;  // one split's partial sums
+  float* mine = a.partials + split * plane;
+  for_each_output([&](float v, int64_t m, int64_t n) { mine[m * a.N + n] = v; });
+  __threadfence();  // the partials are visible before the ticket says so
+  __syncthreads();
+  if (threadIdx.x == 0)
+    last_block = atomicAdd(&a.tickets[tile], 1u) == static_cast<unsigned>(a.splits - 1);
+  __syncthreads();
+  if (!last_block) return;
+  __threadfence();
+  // The splits' sums added in split order; the loads of kGroup splits go out before their adds.
+  constexpr int kGroup = 8 / MT;
+#pragma unroll
+  for (int t = 0; t < MT; ++t) acc[t][0] = acc[t][1] = acc[t][2] = acc[t][3] = 0.0f;
+  for (int s0 = 0; s0 < a.splits; s0 += kGroup) {
+    float part[kGroup][MT][4];
+#pragma unroll
+    for (int q = 0; q < kGroup; ++q) {
+      const float* plane_q = a.partials + min(s0 + q, a.splits - 1) * plane;
+#pragma unroll
+      for (int t = 0; t < MT; ++t) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int n = row0 + g + 8 * (e >> 1), m = 8 * t + 2 * c + (e & 1);
+          part[q][t][e] = n < a.N && m < a.M ? __ldcg(plane_q + int64_t{m} * a.N + n) : 0.0f;
+        }
+      }
+    }
+#pragma unroll
+    for (int q = 0; q < kGroup; ++q) {
+      if (s0 + q >= a.splits) break;
+#pragma unroll
+      for (int t = 0; t < MT; ++t) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) acc[t][e] += part[q][t][e];
+      }
+    }
+  }
+  for_each_output(store);
+  if (threadIdx.x == 0) a.tickets[tile] = 0;  // ready for the next launch
+}
+
+std::atomic<bool>& enabled_flag() {
+  static std::atomic<bool> on{env_switch_on("RINGLM_CUDA_QUANT_MMA")};
+  return on;
+}
+std::atomic<int64_t> g_count{0};
+
+// Blocks per SM the split rule aims for (4 fit by the launch bounds): 4, or
+// RINGLM_CUDA_QUANT_MMA_BLOCKS_PER_SM (1..8) read at start-up, for same-binary A/B runs.
+int blocks_per_sm() {
+  static const int blocks = [] {
+    const char* v = std::getenv("RINGLM_CUDA_QUANT_MMA_BLOCKS_PER_SM");
+    const int n = v == nullptr ? 0 : std::atoi(v);
+    return n >= 1 && n <= 8 ? n : 4;
+  }();
+  return blocks;
+}
+
+int sm_count() {
+  static const int sms = [] {
+    int device = 0, count = 0;
+    RINGLM_CUDA_CHECK(cudaGetDevice(&device));
+    RINGLM_CUDA_CHECK(cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device));
+    return std::max(count, 1);
+  }();
+  return sms;
+}
+
+// Splits of K (whole pages) for an N × K weight: about blocks_per_sm() blocks per SM. A function
+// of the shape (and the GPU) only, never of M.
+struct SplitPlan {
+  int tiles, pages_per_split, splits;
+};
+SplitPlan plan_splits(int64_t N, int64_t K) {
+  const int tiles = static_cast<int>((N + kTileCols - 1) / kTileCols);
+  const int pages = static_cast<int>(K / kPageK);
+  const int wanted = (blocks_per_sm() * sm_count() + tiles / 2) / tiles;
+  const int splits = std::clamp(wanted, 1, pages);
+  const int per_split = (pages + splits - 1) / splits;
+  return {tiles, per_split, (pages + per_split - 1) / per_split};
+}
+
+template <int BITS, int MT>
+void launch(const MmaArgs& args, const SplitPlan& plan, cudaStream_t stream) {
+  constexpr size_t kSmem = sizeof(float4) * kXStages * 8 * MT * kPageUnits;
+  static const bool sized = [] {
+    RINGLM_CUDA_CHECK(cudaFuncSetAttribute(quant_mma_kernel<BITS, MT>,
+                                           cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                           static_cast<int>(kSmem)));
+    return true;
+  }();
+  (void)sized;
+  launch_pdl(quant_mma_kernel<BITS, MT>,
+             dim3(static_cast<unsigned>(plan.tiles), static_cast<unsigned>(plan.splits)),
+             dim3(kThreads), kSmem, stream, args);
+}
+
+bool aligned16(const void* p) {
+  return reinterpret_cast<uintptr_t>(p) % 16 == 0;
+}
+
+}  // namespace
+
+bool quant_mma_applies(const QuantMma& g) {
+  const ops::QuantizedMatrix& q = *g.w;
+  const int64_t M = g.x->shape[0], K = q.cols(), N = q.rows();
+  if (!enabled_flag().load(std::memory_order_relaxed)) return false;
+  if (q.bits != 4 && q.bits != 8) return false;
+  if (q.scales.dtype != DType::BF16 || q.biases.dtype != DType::BF16) return false;
+  if (M < 1 || M > kQuantMmaMaxRows || N == 0 || N > INT32_MAX) return false;
+  if (K <= 0 || K % kPageK != 0 || K > INT32_MAX) return false;
+  const int64_t ldx = leading_dim(*g.x);
+  return aligned16(q.codes.data) && aligned16(g.x->data) && ldx % 4 == 0;
+}
+
+void quant_mma(const QuantMma& g) {
+  const ops::QuantizedMatrix& q = *g.w;
+  const int64_t M = g.x->shape[0], K = q.cols(), N = q.rows();
+  Context& ctx = Context::get();
+  const SplitPlan plan = plan_splits(N, K);
+  int shift = 0;
+  while ((1 << shift) < q.group_size) ++shift;
+  MmaArgs args{};
+  args.codes = q.codes.ptr<const uint32_t>();
+  args.scales = static_cast<const uint16_t*>(q.scales.data);
+  args.biases = static_cast<const uint16_t*>(q.biases.data);
+  args.x = g.x->ptr<const float>();
+  args.bias = {g.bias->empty() ? nullptr : g.bias->data, g.bias->dtype};
+  args.y = g.y->ptr<float>();
+  args.row_words = q.codes.shape[1];
+  args.ldx = leading_dim(*g.x);
+  args.ldy = leading_dim(*g.y);
+  args.groups = static_cast<int>(q.scales.shape[1]);
+  args.group_shift = shift;
+  args.M = static_cast<int>(M);
+  args.N = static_cast<int>(N);
+  args.K = static_cast<int>(K);
+  args.pages_per_split = plan.pages_per_split;
+  args.splits = plan.splits;
+  if (plan.splits > 1) {
+    args.partials = static_cast<float*>(ctx.scratch(
+        Scratch::QuantPartials, static_cast<size_t>(plan.splits) * M * N * sizeof(float)));
+    args.tickets = static_cast<unsigned*>(ctx.scratch(
+        Scratch::QuantTickets, static_cast<size_t>(plan.tiles) * sizeof(unsigned), /*zeroed=*/true));
+  }
+  const bool wide = M > 8;
+  if (q.bits == 4) {
+    wide ? launch<4, 2>(args, plan, ctx.stream()) : launch<4, 1>(args, plan, ctx.stream());
+  } else {
+    wide ? launch<8, 2>(args, plan, ctx.stream()) : launch<8, 1>(args, plan, ctx.stream());
+  }
+  check_launch("quant_mma_kernel");
+  g_count.fetch_add(1, std::memory_order_relaxed);
+}
+
+bool quant_mma_enabled() {
+  return enabled_flag().load(std::memory_order_relaxed);
+}
+
+void set_quant_mma(bool enabled) {
+  enabled_flag().store(enabled, std::memory_order_relaxed);
+}
+
+int64_t quant_mma_count() {
+  return g_count.load(std::memory_order_relaxed);
+}
+
+}  // namespace ringlm::cuda

@@ -1,0 +1,49 @@
+// The tensor-core decode GEMM for MLX-quantized weights behind cuda::matmul_quantized
+// (quant_mma.cu). Internal to backends/cuda; plain C++.
+//
+// Decode steps of 1..16 rows multiply a few activation rows by every weight: the packed codes are
+// the whole cost (4-bit: a quarter of bf16's bytes). The f32 GEMVs of quant_matmul.cu spend about
+// four instructions per code per row and ran at 13-30 % of the H200's bandwidth; this kernel
+// unpacks codes to bf16 pairs with two or three bit operations and one fused multiply-add, and
+// leaves the products to mma.m16n8k16 (all 16 rows in two mma columns' worth of work).
+//
+// Precision: the dense GPU matmul's contract above its GEMV rows (cuda_ops.h): x and
+// dequant(w) rounded to bf16 — dequant(w) = bf16(s·q + b) from the bf16 scale and bias — exact
+// products, f32 accumulation. Row m of y depends only on x[m] and the shape (N, K), never on M or
+// the other rows: the split of K is chosen from N and K, each mma column is one row's sum, and the
+// splits are added in split order. So rows are the same bits alone or batched, for M in
+// [1, kQuantMmaMaxRows].
+#pragma once
+
+#include <cstdint>
+
+#include "core/tensor.h"
+#include "ops/weight.h"
+
+namespace ringlm::cuda {
+
+constexpr int64_t kQuantMmaMaxRows = 16;
+
+struct QuantMma {
+  const Tensor* x;                 // F32[M, K], rows may be strided
+  const ops::QuantizedMatrix* w;   // [N, K]
+  const Tensor* bias;              // F32|BF16|F16[N] or empty
+  Tensor* y;                       // F32[M, N], rows may be strided
+};
+
+// Whether quant_mma() serves this call: 4- or 8-bit codes with BF16 scales, 1..16 rows, K a
+// multiple of 256, 16-byte aligned codes and x rows (row stride a multiple of 4), and the kernel
+// switched on.
+bool quant_mma_applies(const QuantMma& g);
+// Runs `g` (quant_mma_applies must hold).
+void quant_mma(const QuantMma& g);
+
+// Whether quant_mma_applies() may be true: on unless RINGLM_CUDA_QUANT_MMA=0 or
+// set_quant_mma(false) (tests, same-binary A/Bs; CUDA graphs captured before keep what they
+// captured).
+bool quant_mma_enabled();
+void set_quant_mma(bool enabled);
+// Calls quant_mma() has run in this process (tests check which path a matmul took).
+int64_t quant_mma_count();
+
+}  // namespace ringlm::cuda

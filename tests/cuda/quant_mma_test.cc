@@ -1,0 +1,172 @@
+// The tensor-core decode GEMM for MLX-quantized weights (backends/cuda/quant_mma.h) for 1..16
+// rows, 4- and 8-bit codes, bf16 scales. Oracles: the CPU's quantized matmul within the kernel's
+// stated bound (quant_checks.h) on random codes, scales, biases and x; bit for bit on small
+// integers (every dequantized weight, product and partial sum exact, so any k order, split or tile
+// must give the CPU's bits); batch invariance bit for bit (a row alone or among 16, with and
+// without splits of K, and repeated launches: the split tickets return to zero); strided rows; the
+// shapes it declines take the other paths (quant_mma_count() tells which path ran).
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <vector>
+
+#include "backends/cuda/quant_mma.h"
+#include "cuda_test_util.h"
+#include "op_checks.h"
+#include "quant_checks.h"
+
+namespace ringlm::ops {
+namespace {
+
+using testing::DeviceQuant;
+using testing::OnDevice;
+using testing::Owned;
+using testing::QuantFixture;
+using testing::QuantPath;
+
+struct Case {
+  int64_t M, K, N;
+};
+// One row of one page (N = 1: one partial tile); many splits of few tiles (k/v of an 8B model:
+// 1024 × 4096; down: 64 × 14336); none (N = 1000 over K = 512); N off the 64-row tiles; rows
+// around the mma's 8-row tiles.
+const std::vector<Case> kCases = {{1, 256, 1},     {1, 4096, 1024}, {3, 1024, 67},
+                                  {8, 14336, 64},  {9, 512, 1000},  {16, 4096, 333},
+                                  {13, 2304, 130}, {2, 4096, 4096}};
+const int kGroups[] = {32, 64, 128};
+
+TEST(CudaQuantMma, MatchesCpuOnRandomInputs) {
+  RINGLM_REQUIRE_GPU();
+  ASSERT_TRUE(cuda::quant_mma_enabled());
+  for (int bits : {4, 8}) {
+    for (int group : kGroups) {
+      for (const Case& c : kCases) {
+        SCOPED_TRACE(::testing::Message() << "bits=" << bits << " group=" << group << " M=" << c.M
+                                          << " K=" << c.K << " N=" << c.N);
+        const QuantFixture f(c.N, c.K, bits, group, DType::BF16,
+                             static_cast<uint32_t>(bits * 1000 + group + c.K + c.N));
+        QuantPath path = QuantPath::Gemv;
+        testing::expect_matches_cpu(f, c.M, c.M % 2 == 1, static_cast<uint32_t>(c.M + group),
+                                    &path);
+        ASSERT_EQ(path, QuantPath::Mma) << "the tensor-core kernel did not run";
+      }
+    }
+  }
+}
+
+// Scales and biases in [-1, 1] and x in [-2, 2] as small integers: every dequantized weight is an
+// integer of magnitude <= 256 (exact in bf16), every product and partial sum an exact f32 integer.
+TEST(CudaQuantMma, ExactOnSmallIntegers) {
+  RINGLM_REQUIRE_GPU();
+  for (int bits : {4, 8}) {
+    for (int group : kGroups) {
+      for (const Case& c : kCases) {
+        SCOPED_TRACE(::testing::Message() << "bits=" << bits << " group=" << group << " M=" << c.M
+                                          << " K=" << c.K << " N=" << c.N);
+        QuantFixture f(c.N, c.K, bits, group, DType::BF16, 51);
+        testing::fill_small_ints(f.scales, 52, 1);
+        testing::fill_small_ints(f.biases, 53, 1);
+        const DeviceQuant dw(f);
+        Owned x(DType::F32, {c.M, c.K}), b(DType::F32, {c.N}), ref(DType::F32, {c.M, c.N});
+        testing::fill_small_ints(x, 54);
+        testing::fill_small_ints(b, 55, 50);
+        matmul(x.t(), Weight::quantized(f.q), b.t(), ref.t());
+        OnDevice dx(x), db(b), dy(DType::F32, {c.M, c.N});
+        const int64_t before = cuda::quant_mma_count();
+        matmul(dx.t(), Weight::quantized(dw.q), db.t(), dy.t());
+        ASSERT_EQ(cuda::quant_mma_count(), before + 1);
+        ASSERT_TRUE(testing::bitwise_equal(dy.to_host().t(), ref.t()));
+      }
+    }
+  }
+}
+
+// Row m's output is the same bits whether the call has 1 row or 16 (both row-tile instantiations),
+// alone at its own offset, with and without splits of K — and each launch gives the same bits
+// again (the split tickets return to zero).
+TEST(CudaQuantMma, RowsAreTheSameBitsInAnyBatch) {
+  RINGLM_REQUIRE_GPU();
+  for (int bits : {4, 8}) {
+    for (const Case& shape : {Case{16, 4096, 1024}, Case{16, 512, 1000}, Case{16, 14336, 64}}) {
+      SCOPED_TRACE(::testing::Message() << "bits=" << bits << " K=" << shape.K
+                                        << " N=" << shape.N);
+      const int64_t K = shape.K, N = shape.N, rows = shape.M;
+      const QuantFixture f(N, K, bits, 64, DType::BF16, static_cast<uint32_t>(K + N + bits));
+      const DeviceQuant dw(f);
+      const Weight w = Weight::quantized(dw.q);
+      Owned x(DType::F32, {rows, K});
+      testing::fill_uniform(x, 61, -2.0f, 2.0f);
+      OnDevice dx(x), all(DType::F32, {rows, N});
+      matmul(dx.t(), w, Tensor(), all.t());
+      const Owned reference_rows = all.to_host();
+      for (int64_t M = 1; M <= rows; ++M) {
+        OnDevice y(DType::F32, {M, N});
+        matmul(dx.t().slice_rows(0, M), w, Tensor(), y.t());
+        const Owned got = y.to_host();
+        ASSERT_EQ(std::memcmp(got.t().data, reference_rows.t().data, M * N * sizeof(float)), 0)
+            << "M=" << M;
+      }
+      for (int64_t i : {int64_t{5}, int64_t{12}}) {
+        OnDevice y(DType::F32, {1, N});
+        matmul(dx.t().slice_rows(i, i + 1), w, Tensor(), y.t());
+        ASSERT_EQ(std::memcmp(y.to_host().t().data, reference_rows.t().ptr<float>() + i * N,
+                              N * sizeof(float)),
+                  0)
+            << "row " << i << " alone";
+      }
+    }
+  }
+}
+
+// x and y as row views inside wider buffers (x rows 4 floats apart beyond K: the kernel's 16-byte
+// copies; 5: declined, the GEMV or tiles run); y's padding stays untouched. Small integers: exact.
+TEST(CudaQuantMma, StridedRows) {
+  RINGLM_REQUIRE_GPU();
+  const int64_t K = 512, N = 70;
+  for (int bits : {4, 8}) {
+    QuantFixture f(N, K, bits, 64, DType::BF16, 71);
+    testing::fill_small_ints(f.scales, 72, 1);
+    testing::fill_small_ints(f.biases, 73, 1);
+    const DeviceQuant dw(f);
+    for (int64_t x_pad : {int64_t{4}, int64_t{5}}) {
+      for (int64_t M : {int64_t{3}, int64_t{11}}) {
+        SCOPED_TRACE(::testing::Message() << "bits=" << bits << " x_pad=" << x_pad << " M=" << M);
+        const int64_t before = cuda::quant_mma_count();
+        ASSERT_TRUE(testing::strided_rows_match(
+            {M, K, N, x_pad, 74, 75},
+            [&](const Tensor& x, Tensor& y) { matmul(x, Weight::quantized(dw.q), Tensor(), y); },
+            [&](const Tensor& x, Tensor& y) { matmul(x, Weight::quantized(f.q), Tensor(), y); }));
+        EXPECT_EQ(cuda::quant_mma_count(), before + (x_pad == 4 ? 1 : 0));
+      }
+    }
+  }
+}
+
+// What the kernel declines (other widths, non-bf16 scales, more than 16 rows, K not a multiple of
+// 256, the kernel switched off) runs the other paths and still matches the CPU.
+TEST(CudaQuantMma, DeclinedShapesTakeTheOtherPaths) {
+  RINGLM_REQUIRE_GPU();
+  struct Declined {
+    int bits;
+    DType scales;
+    int64_t M, K;
+  };
+  for (const Declined& d : {Declined{3, DType::BF16, 4, 512}, Declined{4, DType::F16, 4, 512},
+                            Declined{8, DType::F32, 4, 512}, Declined{4, DType::BF16, 17, 512},
+                            Declined{8, DType::BF16, 4, 384}}) {
+    SCOPED_TRACE(::testing::Message() << "bits=" << d.bits << " " << testing::dtype_label(d.scales)
+                                      << " M=" << d.M << " K=" << d.K);
+    const QuantFixture f(90, d.K, d.bits, 64, d.scales, 81);
+    QuantPath path = QuantPath::Mma;
+    testing::expect_matches_cpu(f, d.M, true, 82, &path);
+    EXPECT_NE(path, QuantPath::Mma);
+  }
+  const QuantFixture f(90, 512, 4, 64, DType::BF16, 83);
+  const testing::QuantMmaOff off;
+  QuantPath path = QuantPath::Mma;
+  testing::expect_matches_cpu(f, 4, true, 84, &path);
+  EXPECT_EQ(path, QuantPath::Gemv);
+}
+
+}  // namespace
+}  // namespace ringlm::ops
