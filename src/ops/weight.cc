@@ -9,6 +9,7 @@
 #ifdef RINGLM_HAS_CUDA
 #include "backends/cuda/cuda_ops.h"
 #include "backends/cuda/gemv.h"
+#include "backends/cuda/quant_mma.h"
 #endif
 #include "kv/affine_codec.h"
 #include "ops/check.h"
@@ -62,6 +63,33 @@ void check_quantized(const QuantizedMatrix& q, const char* what) {
   detail::device_of(what, {&q.codes, &q.scales, &q.biases});
 }
 
+namespace {
+
+// The argument checks of a matmul with quantized weights; returns the device it runs on.
+Device check_quantized_matmul(const Tensor& x, const QuantizedMatrix& q, const Tensor& bias,
+                              Tensor& y) {
+  const Device dev = detail::device_of("matmul", {&x, &q.codes, &q.scales, &q.biases, &bias, &y});
+  check_quantized(q, "matmul w");
+  check_dtype(x, DType::F32, "matmul x");
+  check_shape(x, {-1, q.cols()}, "matmul x");
+  const int64_t n = q.rows();
+  if (!bias.empty()) {
+    detail::check_float_storage(bias, "matmul bias");
+    check_shape(bias, {n}, "matmul bias");
+    detail::check_contiguous(bias, "matmul bias");
+  }
+  check_dtype(y, DType::F32, "matmul y");
+  check_shape(y, {x.shape[0], n}, "matmul y");
+  detail::check_rows(x, "matmul x");
+  detail::check_rows(y, "matmul y");
+  detail::check_no_overlap(y, x, "matmul y");
+  for (const Tensor* t : {&q.codes, &q.scales, &q.biases})
+    detail::check_no_overlap(y, *t, "matmul y");
+  return dev;
+}
+
+}  // namespace
+
 void matmul_many(const Tensor& x, std::span<const MatmulTarget> targets) {
 #ifdef RINGLM_HAS_CUDA
   if (x.device == Device::CUDA && targets.size() > 1) {
@@ -77,6 +105,17 @@ void matmul_many(const Tensor& x, std::span<const MatmulTarget> targets) {
     }
     if (gemv.size() == targets.size() && cuda::matmul_shared_input_applies(x, gemv)) {
       cuda::matmul_shared_input(x, gemv);
+      return;
+    }
+    // Quantized q/k/v or gate/up: one launch of the tensor-core kernel where it applies.
+    std::vector<cuda::QuantMma> quant;
+    for (const MatmulTarget& t : targets) {
+      if (!t.w->is_quantized()) break;
+      check_quantized_matmul(x, t.w->quant(), *t.bias, *t.y);
+      quant.push_back({&x, &t.w->quant(), t.bias, t.y});
+    }
+    if (quant.size() == targets.size() && cuda::quant_mma_many_applies(quant)) {
+      cuda::quant_mma_many(quant);
       return;
     }
   }
@@ -130,24 +169,7 @@ DType matmul_input_dtype(const Weight& w, int64_t rows) {
 void matmul(const Tensor& x, const Weight& w, const Tensor& bias, Tensor& y) {
   if (!w.is_quantized()) return matmul(x, w.dense(), bias, y);
   const QuantizedMatrix& q = w.quant();
-  [[maybe_unused]] const Device dev =
-      detail::device_of("matmul", {&x, &q.codes, &q.scales, &q.biases, &bias, &y});
-  check_quantized(q, "matmul w");
-  check_dtype(x, DType::F32, "matmul x");
-  check_shape(x, {-1, q.cols()}, "matmul x");
-  const int64_t n = q.rows();
-  if (!bias.empty()) {
-    detail::check_float_storage(bias, "matmul bias");
-    check_shape(bias, {n}, "matmul bias");
-    detail::check_contiguous(bias, "matmul bias");
-  }
-  check_dtype(y, DType::F32, "matmul y");
-  check_shape(y, {x.shape[0], n}, "matmul y");
-  detail::check_rows(x, "matmul x");
-  detail::check_rows(y, "matmul y");
-  detail::check_no_overlap(y, x, "matmul y");
-  for (const Tensor* t : {&q.codes, &q.scales, &q.biases})
-    detail::check_no_overlap(y, *t, "matmul y");
+  [[maybe_unused]] const Device dev = check_quantized_matmul(x, q, bias, y);
 #ifdef RINGLM_HAS_CUDA
   if (dev == Device::CUDA) return cuda::matmul_quantized(x, q, bias, y);
 #endif

@@ -8,6 +8,8 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <deque>
+#include <initializer_list>
 #include <vector>
 
 #include "backends/cuda/quant_mma.h"
@@ -116,6 +118,65 @@ TEST(CudaQuantMma, RowsAreTheSameBitsInAnyBatch) {
       }
     }
   }
+}
+
+// q/k/v (three weights) and gate/up (two) over one x in one launch through ops::matmul_many: each
+// output the same bits as the weight's own call (each target keeps its own split of K), biases
+// and strided outputs per target; weights of different widths are not joined.
+TEST(CudaQuantMma, JoinedTargetsEqualSeparateCallsBitwise) {
+  RINGLM_REQUIRE_GPU();
+  const int64_t K = 2048;
+  for (int bits : {4, 8}) {
+    for (int64_t M : {int64_t{1}, int64_t{6}, int64_t{16}}) {
+      SCOPED_TRACE(::testing::Message() << "bits=" << bits << " M=" << M);
+      const std::vector<int64_t> widths = {1000, 256, 130};
+      std::deque<QuantFixture> fixtures;  // deques: elements stay put
+      for (int64_t n : widths)
+        fixtures.emplace_back(n, K, bits, 64, DType::BF16, static_cast<uint32_t>(n + bits));
+      std::deque<DeviceQuant> dev;
+      for (const QuantFixture& f : fixtures) dev.emplace_back(f);
+      std::vector<Weight> weights;
+      for (const DeviceQuant& d : dev) weights.push_back(Weight::quantized(d.q));
+      Owned x(DType::F32, {M, K}), b(DType::BF16, {widths[1]});
+      testing::fill_uniform(x, 91);
+      testing::fill_uniform(b, 92);
+      OnDevice dx(x), db(b);
+      const Tensor no_bias;
+      const Tensor* biases[] = {&no_bias, &db.t(), &no_bias};
+      for (size_t count : {size_t{2}, size_t{3}}) {
+        std::deque<OnDevice> alone, joined;
+        for (size_t i = 0; i < count; ++i) {
+          alone.emplace_back(DType::F32, std::initializer_list<int64_t>{M, widths[i]});
+          joined.emplace_back(DType::F32, std::initializer_list<int64_t>{M, widths[i]});
+          matmul(dx.t(), weights[i], *biases[i], alone.back().t());
+        }
+        std::vector<MatmulTarget> targets;
+        for (size_t i = 0; i < count; ++i)
+          targets.push_back({&weights[i], biases[i], &joined[i].t()});
+        const int64_t before = cuda::quant_mma_count();
+        matmul_many(dx.t(), targets);
+        EXPECT_EQ(cuda::quant_mma_count(), before + 1) << count << " targets in one launch";
+        for (size_t i = 0; i < count; ++i)
+          EXPECT_TRUE(testing::bitwise_equal(joined[i].to_host().t(), alone[i].to_host().t()))
+              << "target " << i << " of " << count;
+      }
+    }
+  }
+  // A 4-bit and an 8-bit weight: two launches, the same bits.
+  const QuantFixture f4(300, K, 4, 64, DType::BF16, 93), f8(200, K, 8, 64, DType::BF16, 94);
+  const DeviceQuant d4(f4), d8(f8);
+  const Weight w4 = Weight::quantized(d4.q), w8 = Weight::quantized(d8.q);
+  Owned x(DType::F32, {3, K});
+  testing::fill_uniform(x, 95);
+  OnDevice dx(x), y4(DType::F32, {3, 300}), y8(DType::F32, {3, 200});
+  const Tensor no_bias;
+  const MatmulTarget mixed[] = {{&w4, &no_bias, &y4.t()}, {&w8, &no_bias, &y8.t()}};
+  const int64_t before = cuda::quant_mma_count();
+  matmul_many(dx.t(), mixed);
+  EXPECT_EQ(cuda::quant_mma_count(), before + 2);
+  OnDevice a4(DType::F32, {3, 300});
+  matmul(dx.t(), w4, no_bias, a4.t());
+  EXPECT_TRUE(testing::bitwise_equal(y4.to_host().t(), a4.to_host().t()));
 }
 
 // x and y as row views inside wider buffers (x rows 4 floats apart beyond K: the kernel's 16-byte

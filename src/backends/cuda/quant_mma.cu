@@ -30,6 +30,7 @@
 #include "backends/cuda/quant_mma.h"
 
 #include <algorithm>
+#include <climits>
 #include <atomic>
 #include <cstdint>
 #include <cstdlib>
@@ -60,29 +61,49 @@ struct Chunking {
   static_assert(kDepth % kChunksPerPage == 0, "a page starts at a fixed slot of the code ring");
 };
 
-struct MmaArgs {
-  const uint32_t* codes;         // U32[N, row_words]
-  const uint16_t* scales;        // BF16[N, groups] (as bits)
-  const uint16_t* biases;        // BF16[N, groups]
-  const float* x;                // F32[M, ldx]
-  device::AnyFloat bias;         // [N] or null
-  float* y;                      // F32[M, ldy]
-  float* partials;               // F32[splits, M, N] (splits > 1)
-  unsigned* tickets;             // [column tiles], zero between launches
-  int64_t row_words, ldx, ldy;
-  int groups, group_shift;       // group = k >> group_shift
-  int M, N, K;
-  int pages_per_split, splits;
+// One weight of a launch (q, k and v, or gate and up, share one launch and x).
+struct MmaTarget {
+  const uint32_t* codes;   // U32[N, row_words]
+  const uint16_t* scales;  // BF16[N, groups] (as bits)
+  const uint16_t* biases;  // BF16[N, groups]
+  device::AnyFloat bias;   // [N] or null
+  float* y;                // F32[M, ldy]
+  float* partials;         // F32[splits, M, N] (splits > 1)
+  int64_t ldy;
+  int N, tiles, splits, pages_per_split;
+  int block_begin;   // its first block in the grid (INT_MAX for an unused slot)
+  int ticket_begin;  // its first column tile's ticket
 };
 
-// Where f32 unit u of x row r lives in a page: XOR of u's low 3 bits so that the 8 lanes of a
-// quarter-warp (rows of both parities, all four c) read 8 distinct 16-byte bank groups.
-// 4-bit fragments read units 32·ci + 8c + 2j + h (bits 3-4 of u are c); 8-bit ones
-// 16·ci + 4c + j (bit 3 is c / 2, bit 2 is c % 2).
+constexpr int kMaxTargets = 3;
+struct MmaArgs {
+  MmaTarget t0, t1, t2;   // in grid order; named, not an array: selects, no local copies
+  const float* x;         // F32[M, ldx]
+  unsigned* tickets;      // [column tiles of all targets], zero between launches
+  int64_t ldx, row_words;
+  int groups, group_shift;  // group = k >> group_shift
+  int M, K;
+};
+
+// The target that owns grid block `block`.
+__device__ __forceinline__ MmaTarget target_of(const MmaArgs& a, int block) {
+  MmaTarget t = a.t0;
+  if (block >= a.t1.block_begin) t = a.t1;
+  if (block >= a.t2.block_begin) t = a.t2;
+  return t;
+}
+
+// x pages in shared memory: a row is kRowUnits 16-byte f32 units (4 of padding). Within each
+// chunk's span the units are stored lane-major-last: unit (c, i) — the i-th unit of lane c's
+// k-range — at i·4 + c, so a lane reads its fragments at fixed offsets from one base, and the 8
+// lanes of a quarter-warp (c = 0..3, rows g of both parities: the row stride is 4 mod 8 units)
+// hit 8 distinct 16-byte bank groups.
+constexpr int kRowUnits = kPageUnits + 4;
 template <int BITS>
-__device__ __forceinline__ int swizzled(int r, int u) {
-  if constexpr (BITS == 4) return u ^ ((((u >> 3) & 3) << 1) | (r & 1));
-  return u ^ ((((u >> 3) & 1) << 1) | (r & 1));
+__device__ __forceinline__ int stored_unit(int u) {  // u: the unit's index in its page row
+  constexpr int kChunkUnits = Chunking<BITS>::kChunkK / 4, kLaneUnits = kChunkUnits / 4;
+  const int chunk = u / kChunkUnits, w = u % kChunkUnits;
+  return chunk * kChunkUnits + (w % kLaneUnits) * 4 + w / kLaneUnits;
 }
 
 // One chunk of a lane's codes: 16 bytes of rows g and g + 8 and their groups' scale and bias.
@@ -139,29 +160,34 @@ template <int BITS, int MT>
 __global__ void __launch_bounds__(kThreads, 4) quant_mma_kernel(const MmaArgs a) {
   using C = Chunking<BITS>;
   constexpr int kRows = 8 * MT;  // x rows a stage holds (M rounded up to the mma's 8)
-  extern __shared__ __align__(16) float4 xs[];  // [kXStages][kRows][kPageUnits]
+  constexpr int kStageUnits = kRows * kRowUnits;
+  constexpr int kChunkUnits = C::kChunkK / 4;
+  extern __shared__ __align__(16) float4 xs[];  // [kXStages][kRows][kRowUnits]
   __shared__ bool last_block;
   const int warp = static_cast<int>(threadIdx.x) >> 5, lane = static_cast<int>(threadIdx.x) & 31;
   const int g = lane >> 2, c = lane & 3;
-  const int tile = static_cast<int>(blockIdx.x), split = static_cast<int>(blockIdx.y);
-  const int first_page = split * a.pages_per_split;
-  const int pages = min(a.pages_per_split, a.K / kPageK - first_page);  // >= 1 by the plan
+  const int block = static_cast<int>(blockIdx.x);
+  const MmaTarget T = target_of(a, block);
+  const int tile = (block - T.block_begin) % T.tiles, split = (block - T.block_begin) / T.tiles;
+  const int first_page = split * T.pages_per_split;
+  const int pages = min(T.pages_per_split, a.K / kPageK - first_page);  // >= 1 by the plan
   const int count = pages * C::kChunksPerPage;
   const int first = first_page * C::kChunksPerPage;
   const int row0 = tile * kTileCols + 16 * warp;
   // Rows past N (the last tile only) re-read row N - 1 and are never stored.
-  const int64_t ra = min(row0 + g, a.N - 1), rb = min(row0 + g + 8, a.N - 1);
-  const uint4* wa = reinterpret_cast<const uint4*>(a.codes + ra * a.row_words) + first * 4 + c;
-  const uint4* wb = reinterpret_cast<const uint4*>(a.codes + rb * a.row_words) + first * 4 + c;
-  const uint16_t* sa = a.scales + ra * a.groups;
-  const uint16_t* sb = a.scales + rb * a.groups;
-  const uint16_t* ba = a.biases + ra * a.groups;
-  const uint16_t* bb = a.biases + rb * a.groups;
+  const int64_t ra = min(row0 + g, T.N - 1), rb = min(row0 + g + 8, T.N - 1);
+  const uint4* wa = reinterpret_cast<const uint4*>(T.codes + ra * a.row_words) + first * 4 + c;
+  const uint4* wb = reinterpret_cast<const uint4*>(T.codes + rb * a.row_words) + first * 4 + c;
+  const uint16_t* sa = T.scales + ra * a.groups;
+  const uint16_t* sb = T.scales + rb * a.groups;
+  const uint16_t* ba = T.biases + ra * a.groups;
+  const uint16_t* bb = T.biases + rb * a.groups;
+  const int lane_k = first * C::kChunkK + c * C::kLaneK;  // the lane's first k
   const auto load_w = [&](int i, Chunk& d) {
     if (i >= count) return;
     d.a = __ldcs(wa + i * 4);
     d.b = __ldcs(wb + i * 4);
-    const int group = ((first + i) * C::kChunkK + c * C::kLaneK) >> a.group_shift;
+    const int group = (lane_k + i * C::kChunkK) >> a.group_shift;
     d.scale_a = __ldg(sa + group);
     d.bias_a = __ldg(ba + group);
     d.scale_b = __ldg(sb + group);
@@ -171,16 +197,20 @@ __global__ void __launch_bounds__(kThreads, 4) quant_mma_kernel(const MmaArgs a)
   Chunk wv[kDepth];
 #pragma unroll
   for (int p = 0; p < kDepth; ++p) load_w(p, wv[p]);
+  // x rows past M read as zeros in every stage (load_x writes real rows only).
+  for (int v = static_cast<int>(threadIdx.x); v < kXStages * kStageUnits; v += kThreads) {
+    if ((v / kRowUnits) % kRows >= a.M) xs[v] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+  }
   device::wait_prior_grid();
   device::launch_dependents();
 
   const auto load_x = [&](int page) {  // page into stage page % kXStages; real rows only
     if (page < pages) {
       const int64_t k0 = int64_t{first_page + page} * kPageK;
-      float4* stage = xs + (page % kXStages) * kRows * kPageUnits;
+      float4* stage = xs + (page % kXStages) * kStageUnits;
       for (int v = static_cast<int>(threadIdx.x); v < a.M * kPageUnits; v += kThreads) {
         const int r = v / kPageUnits, u = v % kPageUnits;
-        device::cp_async16(stage + r * kPageUnits + swizzled<BITS>(r, u),
+        device::cp_async16(stage + r * kRowUnits + stored_unit<BITS>(u),
                            a.x + r * a.ldx + k0 + 4 * u, true);
       }
     }
@@ -192,13 +222,12 @@ __global__ void __launch_bounds__(kThreads, 4) quant_mma_kernel(const MmaArgs a)
   float acc[MT][4];
 #pragma unroll
   for (int t = 0; t < MT; ++t) acc[t][0] = acc[t][1] = acc[t][2] = acc[t][3] = 0.0f;
-  // The x value unit u (4 floats) of row 8t + g, or zeros past M.
-  const auto x_unit = [&](const float4* stage, int t, int u) {
-    const int r = 8 * t + g;
-    return r < a.M ? stage[r * kPageUnits + swizzled<BITS>(r, u)] : make_float4(0, 0, 0, 0);
-  };
   // acc[t] += (the warp's 16 rows of dequant(w)) · (x rows 8t .. 8t + 7)ᵀ over chunk ci of a page.
   const auto consume = [&](const float4* stage, int ci, const Chunk& d) {
+    // xr[t][4i]: unit i of lane c's k-range in the chunk, x row 8t + g.
+    const float4* xr[MT];
+#pragma unroll
+    for (int t = 0; t < MT; ++t) xr[t] = stage + (8 * t + g) * kRowUnits + ci * kChunkUnits + c;
     if constexpr (BITS == 4) {
       const __nv_bfloat162 scale_a = as_bf162(bf16_pair(d.scale_a));
       const __nv_bfloat162 bias_a = as_bf162(bf16_pair(d.bias_a));
@@ -215,10 +244,9 @@ __global__ void __launch_bounds__(kThreads, 4) quant_mma_kernel(const MmaArgs a)
                                 dequant_nibbles<1>(wb_j, scale_b, bias_b),
                                 dequant_nibbles<2>(wb_j, scale_b, bias_b),
                                 dequant_nibbles<3>(wb_j, scale_b, bias_b)};
-        const int u = 32 * ci + 8 * c + 2 * j;
 #pragma unroll
         for (int t = 0; t < MT; ++t) {
-          const float4 lo = x_unit(stage, t, u), hi = x_unit(stage, t, u + 1);
+          const float4 lo = xr[t][8 * j], hi = xr[t][8 * j + 4];  // k0 .. k0 + 3, k0 + 4 .. + 7
 #pragma unroll
           for (int s = 0; s < 2; ++s) {
             const uint32_t frag[4] = {pa[2 * s], pb[2 * s], pa[2 * s + 1], pb[2 * s + 1]};
@@ -239,10 +267,9 @@ __global__ void __launch_bounds__(kThreads, 4) quant_mma_kernel(const MmaArgs a)
         const uint32_t frag[4] = {
             dequant_bytes<0>(wa_j, scale_a, bias_a), dequant_bytes<0>(wb_j, scale_b, bias_b),
             dequant_bytes<2>(wa_j, scale_a, bias_a), dequant_bytes<2>(wb_j, scale_b, bias_b)};
-        const int u = 16 * ci + 4 * c + j;
 #pragma unroll
         for (int t = 0; t < MT; ++t) {
-          const float4 v = x_unit(stage, t, u);
+          const float4 v = xr[t][4 * j];  // k0 .. k0 + 3
           device::mma16816<__nv_bfloat16>(acc[t], frag, device::pack2<__nv_bfloat16>(v.x, v.y),
                                           device::pack2<__nv_bfloat16>(v.z, v.w));
         }
@@ -261,7 +288,7 @@ __global__ void __launch_bounds__(kThreads, 4) quant_mma_kernel(const MmaArgs a)
         __syncthreads();  // ... every thread's, and every warp is done with the page before
         load_x(page + kXStages - 1);
       }
-      consume(xs + (page % kXStages) * kRows * kPageUnits, p % kPerPage, wv[p]);
+      consume(xs + (page % kXStages) * kStageUnits, p % kPerPage, wv[p]);
       load_w(i + kDepth, wv[p]);
     }
   }
@@ -274,24 +301,25 @@ __global__ void __launch_bounds__(kThreads, 4) quant_mma_kernel(const MmaArgs a)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int n = row0 + g + 8 * (e >> 1), m = 8 * t + 2 * c + (e & 1);
-        if (n < a.N && m < a.M) f(acc[t][e], int64_t{m}, int64_t{n});
+        if (n < T.N && m < a.M) f(acc[t][e], int64_t{m}, int64_t{n});
       }
     }
   };
   const auto store = [&](float v, int64_t m, int64_t n) {
-    a.y[m * a.ldy + n] = a.bias.p != nullptr ? v + a.bias[n] : v;
+    T.y[m * T.ldy + n] = T.bias.p != nullptr ? v + T.bias[n] : v;
   };
-  if (a.splits == 1) {
+  if (T.splits == 1) {
     for_each_output(store);
     return;
   }
-  const int64_t plane = int64_t{a.M} * a.N;  // one split's partial sums
-  float* mine = a.partials + split * plane;
-  for_each_output([&](float v, int64_t m, int64_t n) { mine[m * a.N + n] = v; });
+  const int64_t plane = int64_t{a.M} * T.N;  // one split's partial sums
+  float* mine = T.partials + split * plane;
+  for_each_output([&](float v, int64_t m, int64_t n) { mine[m * T.N + n] = v; });
   __threadfence();  // the partials are visible before the ticket says so
   __syncthreads();
+  unsigned* ticket = a.tickets + T.ticket_begin + tile;
   if (threadIdx.x == 0)
-    last_block = atomicAdd(&a.tickets[tile], 1u) == static_cast<unsigned>(a.splits - 1);
+    last_block = atomicAdd(ticket, 1u) == static_cast<unsigned>(T.splits - 1);
   __syncthreads();
   if (!last_block) return;
   __threadfence();
@@ -299,23 +327,23 @@ __global__ void __launch_bounds__(kThreads, 4) quant_mma_kernel(const MmaArgs a)
   constexpr int kGroup = 8 / MT;
 #pragma unroll
   for (int t = 0; t < MT; ++t) acc[t][0] = acc[t][1] = acc[t][2] = acc[t][3] = 0.0f;
-  for (int s0 = 0; s0 < a.splits; s0 += kGroup) {
+  for (int s0 = 0; s0 < T.splits; s0 += kGroup) {
     float part[kGroup][MT][4];
 #pragma unroll
     for (int q = 0; q < kGroup; ++q) {
-      const float* plane_q = a.partials + min(s0 + q, a.splits - 1) * plane;
+      const float* plane_q = T.partials + min(s0 + q, T.splits - 1) * plane;
 #pragma unroll
       for (int t = 0; t < MT; ++t) {
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
           const int n = row0 + g + 8 * (e >> 1), m = 8 * t + 2 * c + (e & 1);
-          part[q][t][e] = n < a.N && m < a.M ? __ldcg(plane_q + int64_t{m} * a.N + n) : 0.0f;
+          part[q][t][e] = n < T.N && m < a.M ? __ldcg(plane_q + int64_t{m} * T.N + n) : 0.0f;
         }
       }
     }
 #pragma unroll
     for (int q = 0; q < kGroup; ++q) {
-      if (s0 + q >= a.splits) break;
+      if (s0 + q >= T.splits) break;
 #pragma unroll
       for (int t = 0; t < MT; ++t) {
 #pragma unroll
@@ -324,7 +352,7 @@ __global__ void __launch_bounds__(kThreads, 4) quant_mma_kernel(const MmaArgs a)
     }
   }
   for_each_output(store);
-  if (threadIdx.x == 0) a.tickets[tile] = 0;  // ready for the next launch
+  if (threadIdx.x == 0) *ticket = 0;  // ready for the next launch
 }
 
 std::atomic<bool>& enabled_flag() {
@@ -369,8 +397,8 @@ SplitPlan plan_splits(int64_t N, int64_t K) {
 }
 
 template <int BITS, int MT>
-void launch(const MmaArgs& args, const SplitPlan& plan, cudaStream_t stream) {
-  constexpr size_t kSmem = sizeof(float4) * kXStages * 8 * MT * kPageUnits;
+void launch(const MmaArgs& args, int blocks, cudaStream_t stream) {
+  constexpr size_t kSmem = sizeof(float4) * kXStages * 8 * MT * kRowUnits;
   static const bool sized = [] {
     RINGLM_CUDA_CHECK(cudaFuncSetAttribute(quant_mma_kernel<BITS, MT>,
                                            cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -378,9 +406,8 @@ void launch(const MmaArgs& args, const SplitPlan& plan, cudaStream_t stream) {
     return true;
   }();
   (void)sized;
-  launch_pdl(quant_mma_kernel<BITS, MT>,
-             dim3(static_cast<unsigned>(plan.tiles), static_cast<unsigned>(plan.splits)),
-             dim3(kThreads), kSmem, stream, args);
+  launch_pdl(quant_mma_kernel<BITS, MT>, dim3(static_cast<unsigned>(blocks)), dim3(kThreads),
+             kSmem, stream, args);
 }
 
 bool aligned16(const void* p) {
@@ -395,47 +422,89 @@ bool quant_mma_applies(const QuantMma& g) {
   if (!enabled_flag().load(std::memory_order_relaxed)) return false;
   if (q.bits != 4 && q.bits != 8) return false;
   if (q.scales.dtype != DType::BF16 || q.biases.dtype != DType::BF16) return false;
-  if (M < 1 || M > kQuantMmaMaxRows || N == 0 || N > INT32_MAX) return false;
-  if (K <= 0 || K % kPageK != 0 || K > INT32_MAX) return false;
+  if (M < 1 || M > kQuantMmaMaxRows || N == 0 || N > INT32_MAX / 2) return false;
+  if (K <= 0 || K % kPageK != 0 || K > INT32_MAX / 2) return false;
   const int64_t ldx = leading_dim(*g.x);
   return aligned16(q.codes.data) && aligned16(g.x->data) && ldx % 4 == 0;
 }
 
+bool quant_mma_many_applies(std::span<const QuantMma> targets) {
+  if (targets.size() < 2 || targets.size() > static_cast<size_t>(kMaxTargets)) return false;
+  const QuantMma& first = targets[0];
+  for (const QuantMma& t : targets) {
+    if (!quant_mma_applies(t) || t.x != first.x || t.w->bits != first.w->bits ||
+        t.w->group_size != first.w->group_size)
+      return false;
+  }
+  return true;
+}
+
 void quant_mma(const QuantMma& g) {
-  const ops::QuantizedMatrix& q = *g.w;
-  const int64_t M = g.x->shape[0], K = q.cols(), N = q.rows();
-  Context& ctx = Context::get();
-  const SplitPlan plan = plan_splits(N, K);
+  quant_mma_many(std::span<const QuantMma>(&g, 1));
+}
+
+void quant_mma_many(std::span<const QuantMma> targets) {
+  RINGLM_CHECK(!targets.empty() && targets.size() <= static_cast<size_t>(kMaxTargets),
+               "quant_mma_many: ", targets.size(), " targets");
+  const ops::QuantizedMatrix& q0 = *targets[0].w;
+  const Tensor& x = *targets[0].x;
+  const int64_t M = x.shape[0], K = q0.cols();
   int shift = 0;
-  while ((1 << shift) < q.group_size) ++shift;
+  while ((1 << shift) < q0.group_size) ++shift;
   MmaArgs args{};
-  args.codes = q.codes.ptr<const uint32_t>();
-  args.scales = static_cast<const uint16_t*>(q.scales.data);
-  args.biases = static_cast<const uint16_t*>(q.biases.data);
-  args.x = g.x->ptr<const float>();
-  args.bias = {g.bias->empty() ? nullptr : g.bias->data, g.bias->dtype};
-  args.y = g.y->ptr<float>();
-  args.row_words = q.codes.shape[1];
-  args.ldx = leading_dim(*g.x);
-  args.ldy = leading_dim(*g.y);
-  args.groups = static_cast<int>(q.scales.shape[1]);
+  args.x = x.ptr<const float>();
+  args.ldx = leading_dim(x);
+  args.row_words = q0.codes.shape[1];
+  args.groups = static_cast<int>(q0.scales.shape[1]);
   args.group_shift = shift;
   args.M = static_cast<int>(M);
-  args.N = static_cast<int>(N);
   args.K = static_cast<int>(K);
-  args.pages_per_split = plan.pages_per_split;
-  args.splits = plan.splits;
-  if (plan.splits > 1) {
-    args.partials = static_cast<float*>(ctx.scratch(
-        Scratch::QuantPartials, static_cast<size_t>(plan.splits) * M * N * sizeof(float)));
+  MmaTarget* slots[kMaxTargets] = {&args.t0, &args.t1, &args.t2};
+  size_t partial_offsets[kMaxTargets] = {};
+  size_t partial_floats = 0;
+  int blocks = 0, tickets = 0;
+  for (size_t i = 0; i < static_cast<size_t>(kMaxTargets); ++i) {
+    MmaTarget& t = *slots[i];
+    if (i >= targets.size()) {
+      t = *slots[0];
+      t.block_begin = INT_MAX;
+      continue;
+    }
+    const QuantMma& g = targets[i];
+    const ops::QuantizedMatrix& q = *g.w;
+    const SplitPlan plan = plan_splits(q.rows(), K);
+    t.codes = q.codes.ptr<const uint32_t>();
+    t.scales = static_cast<const uint16_t*>(q.scales.data);
+    t.biases = static_cast<const uint16_t*>(q.biases.data);
+    t.bias = {g.bias->empty() ? nullptr : g.bias->data, g.bias->dtype};
+    t.y = g.y->ptr<float>();
+    t.ldy = leading_dim(*g.y);
+    t.N = static_cast<int>(q.rows());
+    t.tiles = plan.tiles;
+    t.splits = plan.splits;
+    t.pages_per_split = plan.pages_per_split;
+    t.block_begin = blocks;
+    t.ticket_begin = tickets;
+    blocks += plan.tiles * plan.splits;
+    if (plan.splits > 1) {
+      tickets += plan.tiles;
+      partial_offsets[i] = partial_floats;
+      partial_floats += static_cast<size_t>(plan.splits) * M * q.rows();
+    }
+  }
+  Context& ctx = Context::get();
+  if (partial_floats > 0) {
+    auto* partials = static_cast<float*>(
+        ctx.scratch(Scratch::QuantPartials, partial_floats * sizeof(float)));
+    for (size_t i = 0; i < targets.size(); ++i) slots[i]->partials = partials + partial_offsets[i];
     args.tickets = static_cast<unsigned*>(ctx.scratch(
-        Scratch::QuantTickets, static_cast<size_t>(plan.tiles) * sizeof(unsigned), /*zeroed=*/true));
+        Scratch::QuantTickets, static_cast<size_t>(tickets) * sizeof(unsigned), /*zeroed=*/true));
   }
   const bool wide = M > 8;
-  if (q.bits == 4) {
-    wide ? launch<4, 2>(args, plan, ctx.stream()) : launch<4, 1>(args, plan, ctx.stream());
+  if (q0.bits == 4) {
+    wide ? launch<4, 2>(args, blocks, ctx.stream()) : launch<4, 1>(args, blocks, ctx.stream());
   } else {
-    wide ? launch<8, 2>(args, plan, ctx.stream()) : launch<8, 1>(args, plan, ctx.stream());
+    wide ? launch<8, 2>(args, blocks, ctx.stream()) : launch<8, 1>(args, blocks, ctx.stream());
   }
   check_launch("quant_mma_kernel");
   g_count.fetch_add(1, std::memory_order_relaxed);

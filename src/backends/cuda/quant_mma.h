@@ -16,6 +16,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 
 #include "core/tensor.h"
 #include "ops/weight.h"
@@ -37,6 +38,11 @@ struct QuantMma {
 bool quant_mma_applies(const QuantMma& g);
 // Runs `g` (quant_mma_applies must hold).
 void quant_mma(const QuantMma& g);
+// Two or three weights over the same x (q/k/v, gate/up) in one launch, each target's outputs the
+// same bits as quant_mma() of it alone (each keeps its own split of K): every target applies on
+// its own, with the same bits and group size.
+bool quant_mma_many_applies(std::span<const QuantMma> targets);
+void quant_mma_many(std::span<const QuantMma> targets);
 
 // Whether quant_mma_applies() may be true: on unless RINGLM_CUDA_QUANT_MMA=0 or
 // set_quant_mma(false) (tests, same-binary A/Bs; CUDA graphs captured before keep what they
