@@ -21,6 +21,7 @@
 #include <cuda_fp16.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <type_traits>
 
 #include "backends/cuda/device/attention_common.cuh"
@@ -189,6 +190,19 @@ void launch_decode_tc_dim(const AttnArgs& args, const Kv& kv, cudaStream_t strea
   }
   if constexpr (is_affine_reader<Kv>() && kD <= 128) {
     using Prefetching = AffineTiles<Kv::kCodeBits, Kv::kGroupSize, kD>;
+    // Registers bounded to 3 blocks per SM (168, a few hundred bytes of spills at head dim 128):
+    // +2-19 % at 32k over 2 blocks (255 registers; H200, docs/benchmarks.md), the same bits.
+    // RINGLM_CUDA_AFFINE_MIN_BLOCKS=2 keeps 2 (same-binary A/B).
+    static const bool three_blocks = [] {
+      const char* v = std::getenv("RINGLM_CUDA_AFFINE_MIN_BLOCKS");
+      return v == nullptr || v[0] != '2';
+    }();
+    if (args.affine_prefetch && three_blocks && Prefetching::aligned(kv)) {
+      AffineTiles<Kv::kCodeBits, Kv::kGroupSize, kD, 3> source{};
+      source.kv = kv;
+      launch_decode_tc_with<decltype(source), kD>(args, source, stream);
+      return;
+    }
     if (args.affine_prefetch && Prefetching::aligned(kv)) {
       Prefetching source{};
       source.kv = kv;

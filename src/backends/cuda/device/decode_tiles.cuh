@@ -101,12 +101,12 @@ struct ReaderTiles {
 // into registers at fetch — two tiles ahead of the math, where ReaderTiles loads at store — and
 // decoded at store exactly as the reader decodes (f32, rounded to bf16): the same tile bits.
 // Lane (key j of a pass, chunk) covers 16 dims of one key row: one group, 16 or 8 code bytes.
-template <int kBits, int kGroup, int kD>
+template <int kBits, int kGroup, int kD, int MinBlocks = 2>
 struct AffineTiles {
   static_assert(kD == 64 || kD == 128, "AffineTiles: head dims 64 and 128");
   using T = __nv_bfloat16;
   static constexpr int kStages = 1;
-  static constexpr int kMinBlocks = 2;
+  static constexpr int kMinBlocks = MinBlocks;  // 2: up to 255 registers; 3: up to 168
   static constexpr int kLanesPerRow = kD / 16;
   static constexpr int kRowsPerPass = 32 / kLanesPerRow;
   static constexpr int kPasses = kTcKeys / kRowsPerPass;
