@@ -83,7 +83,10 @@ void gemv_gated(const Tensor& x, const GemvTarget& gate, const GemvTarget& up,
 //  - M > 8 (prefill): w = s·q + b rounded as MLX (a multiply, then an add), then rounded to the
 //    scales' dtype (bf16: relative 2^-9 per weight; exact for F32 scales) into a column tile of
 //    scratch, and the dense matmul above runs on it (x rounded to that dtype too).
-// So a row's result differs in its last bits between the two paths.
+//  - 4- or 8-bit codes with BF16 scales, M <= 16 (quant_mma.h, taking precedence over both):
+//    x and w = bf16(s·q + b) rounded to bf16, exact products, f32 accumulation — the tile path's
+//    bound; rows bitwise independent of M.
+// So a row's result differs in its last bits between the paths.
 // Whether the decode GEMV for quantized weights is the pipelined kernel (more columns per block,
 // its first weights loaded before the kernel before it ends, PDL) or the first one: the same
 // bits. On unless RINGLM_CUDA_QUANT_GEMV_PIPELINED=0 or a test turns it off.

@@ -1,6 +1,9 @@
 // matmul with MLX affine-quantized weights on the GPU: y = x · dequant(w)ᵀ (+ bias), as
 // cuda_ops.h documents (precision contract there).
 //
+// 4/8-bit codes with bf16 scales up to 16 rows go to the tensor-core kernel (quant_mma.h) first;
+// the kernels below serve the other formats and shapes.
+//
 // Up to kQuantGemvMaxRows rows (decode): a fused-dequant GEMV that streams the packed codes once.
 // A block owns kCols = 4 output columns and all M rows; its 128 threads split K into chunks of 32
 // codes (BITS words: one 16-byte load for 4-bit, two for 8-bit), thread t taking chunks
