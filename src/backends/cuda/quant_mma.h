@@ -4,8 +4,8 @@
 // Decode steps of 1..16 rows multiply a few activation rows by every weight: the packed codes are
 // the whole cost (4-bit: a quarter of bf16's bytes). The f32 GEMVs of quant_matmul.cu spend about
 // four instructions per code per row and ran at 13-30 % of the H200's bandwidth; this kernel
-// unpacks codes to bf16 pairs with two or three bit operations and one fused multiply-add, and
-// leaves the products to mma.m16n8k16 (all 16 rows in two mma columns' worth of work).
+// unpacks codes to bf16 pairs with a few bit operations and one fused multiply-add per pair, and
+// leaves the products to mma.m16n8k16 (x's rows are the mma's 8 columns: one or two n-tiles).
 //
 // Precision: the dense GPU matmul's contract above its GEMV rows (cuda_ops.h): x and
 // dequant(w) rounded to bf16 — dequant(w) = bf16(s·q + b) from the bf16 scale and bias — exact
