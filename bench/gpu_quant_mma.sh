@@ -4,7 +4,9 @@
 # tensor-core decode GEMM for MLX weights (backends/cuda/quant_mma.h; A = RINGLM_CUDA_QUANT_MMA=0,
 # the f32 GEMVs and dequantized tiles; B = on) on Llama-3.1-8B-shape mlx4 / mlx8 random
 # checkpoints (group 64): 512 context at QMMA_BATCHES4 / QMMA_BATCHES8, and mlx4 at 32k with bf16
-# and TurboQuant k8v3 K/V (issue 8). QMMA_ROUNDS (default 1) rounds; QMMA_TESTS=0 skips the tests.
+# and TurboQuant k8v3 K/V (issue 8). QMMA_ROUNDS (default 1) rounds; QMMA_TESTS=0 skips the tests;
+# QMMA_ENV_A / QMMA_ENV_B replace the two sides' environments (another switch's same-binary A/B,
+# say RINGLM_CUDA_QUANT_MMA_STAGED_SCALES=0 / =1); QMMA_ROWS replaces the rows.
 # shellcheck source=bench/gpu_common.sh
 source "$(dirname "$0")/gpu_common.sh"
 dir=${MODEL_ROOT:-/tmp/ringlm-bench}
@@ -21,5 +23,5 @@ rows="$m4 --kv-memory 40000 --context 512 --batch ${QMMA_BATCHES4:-1,2,4,8,16};"
 rows+="$m8 --kv-memory 40000 --context 512 --batch ${QMMA_BATCHES8:-1,8,16};"
 rows+="$m4 --kv-memory 110000 --context 32768 --batch 1,16;"
 rows+="$m4 --kv-memory 110000 --context 32768 --batch 1,16 --kv-format turbo"
-AB_TESTS=0 AB_ROUNDS=${QMMA_ROUNDS:-1} AB_ENV_A=RINGLM_CUDA_QUANT_MMA=0 \
-  AB_ENV_B=RINGLM_CUDA_QUANT_MMA=1 AB_ROWS=${QMMA_ROWS:-$rows} scripts/gpu-ab "$out/ab"
+AB_TESTS=0 AB_ROUNDS=${QMMA_ROUNDS:-1} AB_ENV_A=${QMMA_ENV_A:-RINGLM_CUDA_QUANT_MMA=0} \
+  AB_ENV_B=${QMMA_ENV_B:-RINGLM_CUDA_QUANT_MMA=1} AB_ROWS=${QMMA_ROWS:-$rows} scripts/gpu-ab "$out/ab"
