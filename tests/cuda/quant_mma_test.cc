@@ -90,8 +90,7 @@ TEST(CudaQuantMma, RowsAreTheSameBitsInAnyBatch) {
   RINGLM_REQUIRE_GPU();
   for (int bits : {4, 8}) {
     for (const Case& shape : {Case{16, 4096, 1024}, Case{16, 512, 1000}, Case{16, 14336, 64}}) {
-      SCOPED_TRACE(::testing::Message() << "bits=" << bits << " K=" << shape.K
-                                        << " N=" << shape.N);
+      SCOPED_TRACE(::testing::Message() << "bits=" << bits << " K=" << shape.K << " N=" << shape.N);
       const int64_t K = shape.K, N = shape.N, rows = shape.M;
       const QuantFixture f(N, K, bits, 64, DType::BF16, static_cast<uint32_t>(K + N + bits));
       const DeviceQuant dw(f);

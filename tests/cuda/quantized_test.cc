@@ -15,19 +15,19 @@
 #include "cuda_test_util.h"
 #include "kv/affine_codec.h"
 #include "op_checks.h"
-#include "quant_checks.h"
 #include "ops/quant_fixture.h"
 #include "ops/weight.h"
+#include "quant_checks.h"
 
 namespace ringlm::ops {
 namespace {
 
-using testing::kEps;
-using testing::OnDevice;
-using testing::Owned;
 using testing::DeviceQuant;
 using testing::expect_matches_cpu;
+using testing::kEps;
 using testing::kGemvRows;
+using testing::OnDevice;
+using testing::Owned;
 using testing::QuantFixture;
 
 const int kBits[] = {2, 3, 4, 5, 6, 8};

@@ -83,9 +83,9 @@ struct MmaTarget {
 
 constexpr int kMaxTargets = 3;
 struct MmaArgs {
-  MmaTarget t0, t1, t2;   // in grid order; named, not an array: selects, no local copies
-  const float* x;         // F32[M, ldx]
-  unsigned* tickets;      // [column tiles of all targets], zero between launches
+  MmaTarget t0, t1, t2;  // in grid order; named, not an array: selects, no local copies
+  const float* x;        // F32[M, ldx]
+  unsigned* tickets;     // [column tiles of all targets], zero between launches
   int64_t ldx, row_words;
   int groups, group_shift;  // group = k >> group_shift
   int M, K;
@@ -242,14 +242,12 @@ __global__ void __launch_bounds__(kThreads, 4) quant_mma_kernel(const MmaArgs a)
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
         const uint32_t wa_j = word(d.a, j), wb_j = word(d.b, j);
-        const uint32_t pa[4] = {dequant_nibbles<0>(wa_j, scale_a, bias_a),
-                                dequant_nibbles<1>(wa_j, scale_a, bias_a),
-                                dequant_nibbles<2>(wa_j, scale_a, bias_a),
-                                dequant_nibbles<3>(wa_j, scale_a, bias_a)};
-        const uint32_t pb[4] = {dequant_nibbles<0>(wb_j, scale_b, bias_b),
-                                dequant_nibbles<1>(wb_j, scale_b, bias_b),
-                                dequant_nibbles<2>(wb_j, scale_b, bias_b),
-                                dequant_nibbles<3>(wb_j, scale_b, bias_b)};
+        const uint32_t pa[4] = {
+            dequant_nibbles<0>(wa_j, scale_a, bias_a), dequant_nibbles<1>(wa_j, scale_a, bias_a),
+            dequant_nibbles<2>(wa_j, scale_a, bias_a), dequant_nibbles<3>(wa_j, scale_a, bias_a)};
+        const uint32_t pb[4] = {
+            dequant_nibbles<0>(wb_j, scale_b, bias_b), dequant_nibbles<1>(wb_j, scale_b, bias_b),
+            dequant_nibbles<2>(wb_j, scale_b, bias_b), dequant_nibbles<3>(wb_j, scale_b, bias_b)};
 #pragma unroll
         for (int t = 0; t < MT; ++t) {
           const float4 lo = xr[t][8 * j], hi = xr[t][8 * j + 4];  // k0 .. k0 + 3, k0 + 4 .. + 7
@@ -324,8 +322,7 @@ __global__ void __launch_bounds__(kThreads, 4) quant_mma_kernel(const MmaArgs a)
   __threadfence();  // the partials are visible before the ticket says so
   __syncthreads();
   unsigned* ticket = a.tickets + T.ticket_begin + tile;
-  if (threadIdx.x == 0)
-    last_block = atomicAdd(ticket, 1u) == static_cast<unsigned>(T.splits - 1);
+  if (threadIdx.x == 0) last_block = atomicAdd(ticket, 1u) == static_cast<unsigned>(T.splits - 1);
   __syncthreads();
   if (!last_block) return;
   __threadfence();
@@ -412,8 +409,8 @@ void launch(const MmaArgs& args, int blocks, cudaStream_t stream) {
     return true;
   }();
   (void)sized;
-  launch_pdl(quant_mma_kernel<BITS, MT>, dim3(static_cast<unsigned>(blocks)), dim3(kThreads),
-             kSmem, stream, args);
+  launch_pdl(quant_mma_kernel<BITS, MT>, dim3(static_cast<unsigned>(blocks)), dim3(kThreads), kSmem,
+             stream, args);
 }
 
 bool aligned16(const void* p) {
@@ -500,8 +497,8 @@ void quant_mma_many(std::span<const QuantMma> targets) {
   }
   Context& ctx = Context::get();
   if (partial_floats > 0) {
-    auto* partials = static_cast<float*>(
-        ctx.scratch(Scratch::QuantPartials, partial_floats * sizeof(float)));
+    auto* partials =
+        static_cast<float*>(ctx.scratch(Scratch::QuantPartials, partial_floats * sizeof(float)));
     for (size_t i = 0; i < targets.size(); ++i) slots[i]->partials = partials + partial_offsets[i];
     args.tickets = static_cast<unsigned*>(ctx.scratch(
         Scratch::QuantTickets, static_cast<size_t>(tickets) * sizeof(unsigned), /*zeroed=*/true));

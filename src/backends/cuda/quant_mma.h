@@ -26,10 +26,10 @@ namespace ringlm::cuda {
 constexpr int64_t kQuantMmaMaxRows = 16;
 
 struct QuantMma {
-  const Tensor* x;                 // F32[M, K], rows may be strided
-  const ops::QuantizedMatrix* w;   // [N, K]
-  const Tensor* bias;              // F32|BF16|F16[N] or empty
-  Tensor* y;                       // F32[M, N], rows may be strided
+  const Tensor* x;                // F32[M, K], rows may be strided
+  const ops::QuantizedMatrix* w;  // [N, K]
+  const Tensor* bias;             // F32|BF16|F16[N] or empty
+  Tensor* y;                      // F32[M, N], rows may be strided
 };
 
 // Whether quant_mma() serves this call: 4- or 8-bit codes with BF16 scales, 1..16 rows, K a
