@@ -145,6 +145,15 @@ __device__ __forceinline__ uint32_t dequant_nibbles(uint32_t w, __nv_bfloat162 s
   return as_u32(__hfma2(q, scale, bias));
 }
 
+// The 8 codes of a 4-bit word dequantized as the pairs (p, p + 4), p = 0..3.
+__device__ __forceinline__ void dequant_word(uint32_t w, __nv_bfloat162 scale, __nv_bfloat162 bias,
+                                             uint32_t (&pairs)[4]) {
+  pairs[0] = dequant_nibbles<0>(w, scale, bias);
+  pairs[1] = dequant_nibbles<1>(w, scale, bias);
+  pairs[2] = dequant_nibbles<2>(w, scale, bias);
+  pairs[3] = dequant_nibbles<3>(w, scale, bias);
+}
+
 // Byte E of an 8-bit word as an exact float (2^23 + q built by a byte permute, 2^23 subtracted).
 template <int E>
 __device__ __forceinline__ float code_byte(uint32_t w) {
@@ -242,12 +251,9 @@ __global__ void __launch_bounds__(kThreads, 4) quant_mma_kernel(const MmaArgs a)
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
         const uint32_t wa_j = word(d.a, j), wb_j = word(d.b, j);
-        const uint32_t pa[4] = {
-            dequant_nibbles<0>(wa_j, scale_a, bias_a), dequant_nibbles<1>(wa_j, scale_a, bias_a),
-            dequant_nibbles<2>(wa_j, scale_a, bias_a), dequant_nibbles<3>(wa_j, scale_a, bias_a)};
-        const uint32_t pb[4] = {
-            dequant_nibbles<0>(wb_j, scale_b, bias_b), dequant_nibbles<1>(wb_j, scale_b, bias_b),
-            dequant_nibbles<2>(wb_j, scale_b, bias_b), dequant_nibbles<3>(wb_j, scale_b, bias_b)};
+        uint32_t pa[4], pb[4];
+        dequant_word(wa_j, scale_a, bias_a, pa);
+        dequant_word(wb_j, scale_b, bias_b, pb);
 #pragma unroll
         for (int t = 0; t < MT; ++t) {
           const float4 lo = xr[t][8 * j], hi = xr[t][8 * j + 4];  // k0 .. k0 + 3, k0 + 4 .. + 7
