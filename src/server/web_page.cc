@@ -22,12 +22,17 @@ constexpr std::string_view kPage = R"HTML(<!doctype html>
   .error { background: #fee2e2; }
   form { display: flex; gap: 8px; padding: 12px; border-top: 1px solid #ddd; }
   textarea { flex: 1; height: 3em; font: inherit; }
+  header label { float: right; margin-left: 12px; }
+  /* A reply that ended before any text (e.g. the model's end token first) says so. */
+  .assistant[data-done="true"]:empty::after { content: '(empty reply)'; color: #888; }
 </style>
 </head>
 <body>
 <header>ringlm &middot; <span id="model">?</span>
-  <label style="float:right">max tokens <input id="max" type="number" value="256" min="1"
-    style="width:6em"></label></header>
+  <label>max tokens <input id="max" type="number" value="256" min="1" style="width:6em"></label>
+  <!-- Empty: the API's default, 1; 0 = greedy (the same reply every time). -->
+  <label>temperature <input id="temperature" type="number" min="0" max="2" step="0.1"
+    placeholder="default" style="width:6em"></label></header>
 <div id="log"></div>
 <form id="form">
   <textarea id="input" placeholder="Message (Enter to send, Shift+Enter for a new line)"></textarea>
@@ -85,6 +90,14 @@ async function* sseData(response) {
   }
 }
 
+function requestBody() {
+  const body = { model, messages: history, stream: true,
+                 max_tokens: Number(document.getElementById('max').value) };
+  const temperature = document.getElementById('temperature').value;
+  if (temperature !== '') body.temperature = Number(temperature);
+  return body;
+}
+
 async function chat(text) {
   history.push({ role: 'user', content: text });
   bubble('user', text);
@@ -95,8 +108,7 @@ async function chat(text) {
     const response = await authorizedFetch('/v1/chat/completions', {
       method: 'POST',
       headers: { 'Content-Type': 'application/json' },
-      body: JSON.stringify({ model, messages: history, stream: true,
-                             max_tokens: Number(document.getElementById('max').value) }),
+      body: JSON.stringify(requestBody()),
     });
     if (!response.ok) {
       const err = await response.json().catch(() => ({}));

@@ -19,6 +19,13 @@ test('the page streams a reply', { skip: !existsSync(executablePath) && 'no chro
     await page.goto(url);
     await page.waitForFunction(() => document.getElementById('model').textContent !== '?');
     await page.fill('#max', '24');
+    // Greedy: the fixture model's reply is then fixed. Sampled at the API's default temperature
+    // it sometimes began with an end token, and the reply was empty (a CI failure).
+    await page.fill('#temperature', '0');
+    const bodies = [];
+    page.on('request', r => {
+      if (r.url().endsWith('/v1/chat/completions')) bodies.push(JSON.parse(r.postData()));
+    });
     // Count the reply's distinct texts as it grows: streaming shows more than the final one.
     await page.evaluate(() => {
       window.replyStates = new Set();
@@ -34,6 +41,9 @@ test('the page streams a reply', { skip: !existsSync(executablePath) && 'no chro
     assert.equal(await page.locator('.error').count(), 0,
                  await page.locator('.error').first().textContent().catch(() => ''));
     assert.equal(await page.locator('.user').textContent(), 'Hello there');
+    assert.equal(bodies.length, 1);
+    assert.equal(bodies[0].temperature, 0);
+    assert.equal(bodies[0].max_tokens, 24);
     const reply = await page.locator('.assistant').textContent();
     const states = await page.evaluate(() => [...window.replyStates].filter(s => s.length > 0));
     assert.ok(reply.length > 0, 'empty reply');
