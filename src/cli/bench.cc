@@ -34,6 +34,7 @@ struct BenchShape {
   int64_t context = 0;       // > 0: synthetic-context decode mode
   int64_t gen = 128;
   int64_t repeat = 3;
+  bool overlap = true;  // --context decode: step s + 1 launched before step s is collected
 };
 
 // K and V of every layer for one token, in the layers' formats (shared layers store nothing).
@@ -99,9 +100,9 @@ double max_rows(const kv::PagedKvCache& cache, int64_t rows) {
 
 struct DecodeResult {
   double tok_s = 0, step_ms = 0;
-  // GPU: host time per step while the GPU waits — the loop's planning between steps plus the
-  // runner's uploads and launch (Runner::host_prep_seconds); what overlapping host and GPU
-  // work could win at most.
+  // GPU: host time per step — the loop's planning between steps plus the runner's uploads and
+  // launch (Runner::host_prep_seconds). With --no-overlap-steps the GPU waits for all of it;
+  // overlapped, only for what outlasts the step before.
   double host_ms = 0;
   double resident_bytes = 0;  // K/V blocks the rows held at the end of a run
   double max_rows = 0;        // rows of this shape the pools could hold
@@ -136,6 +137,25 @@ DecodeResult decode_at_context(engine::Runner& runner, const models::Model& mode
     const auto start = Clock::now();
     const double prep_before = runner.host_prep_seconds();
     double planning = 0;
+    // As the engine runs decode: step s + 1 is planned and launched before step s is collected,
+    // its tokens fed from step s's argmax on the device (shape.overlap; else one at a time).
+    std::unique_ptr<kv::StepPlan> plans[2];
+    const std::vector<char> no_host_rows(seqs.size(), 0);
+    std::vector<engine::Runner::Feed> feeds;
+    for (size_t b = 0; b < seqs.size(); ++b)
+      feeds.push_back({static_cast<int32_t>(b), static_cast<int32_t>(b)});
+    const auto collect_tokens = [&](kv::StepPlan* next_plan) {
+      const engine::Runner::Selected out = runner.collect();
+      if (out.argmax.empty()) {  // a CPU model: its logits
+        Tensor ids(next.data(), DType::I32, {out.logits.size(0)});
+        ops::argmax(out.logits, ids);
+      } else {
+        next = out.argmax;
+      }
+      if (next_plan == nullptr) return;
+      for (size_t b = 0; b < seqs.size(); ++b)
+        next_plan->set_token(static_cast<int64_t>(b), next[b]);
+    };
     for (int64_t step = 0; step < shape.gen; ++step) {
       const auto plan_start = Clock::now();
       std::vector<kv::RowRequest> rows;
@@ -143,10 +163,20 @@ DecodeResult decode_at_context(engine::Runner& runner, const models::Model& mode
         RINGLM_CHECK(cache.append(seqs[b], 1), "decode append failed");
         rows.push_back({seqs[b], {next[b]}, shape.context + step, false, true});
       }
-      kv::StepPlan plan(rows, cache);
+      auto& plan = plans[step % 2];
+      plan = std::make_unique<kv::StepPlan>(rows, cache);
       planning += std::chrono::duration<double>(Clock::now() - plan_start).count();
-      next = runner.step_argmax(plan);
+      const bool fed = shape.overlap && step > 0;
+      runner.launch(*plan, no_host_rows, {},
+                    fed ? std::span<const engine::Runner::Feed>(feeds)
+                        : std::span<const engine::Runner::Feed>());
+      if (fed) {
+        collect_tokens(plan.get());
+      } else if (!shape.overlap) {
+        collect_tokens(nullptr);
+      }
     }
+    if (shape.overlap) collect_tokens(nullptr);
     const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
     const double host_seconds = planning + runner.host_prep_seconds() - prep_before;
     result.resident_bytes = kv_resident_bytes(cache);
@@ -232,8 +262,8 @@ int run_bench(int argc, char** argv) {
       argc, argv,
       {"model", "prompt-len", "context", "gen", "batch", "threads", "kv-memory",
        "gpu-memory-utilization", "max-step-tokens", "kv-format", "kv-config", "kv-quant-start",
-       "max-kv-size", "kv-keep", "repeat", "json", "device", "decode-parts"},
-      {"json"});
+       "max-kv-size", "kv-keep", "repeat", "json", "device", "decode-parts", "no-overlap-steps"},
+      {"json", "no-overlap-steps"});
   apply_threads(args);
   const Device device = device_flag(args);
   if (args.has("decode-parts")) {
@@ -247,6 +277,7 @@ int run_bench(int argc, char** argv) {
   BenchShape base;
   base.gen = args.integer("gen", base.gen);
   base.repeat = args.integer("repeat", base.repeat);
+  base.overlap = overlap_steps(args);
   const auto batches = list_flag(args, "batch", 1);
   const auto contexts = list_flag(args, "context", 0);
   const auto prompt_lens = list_flag(args, "prompt-len", base.prompt_len);

@@ -1,5 +1,6 @@
 #include "cli/common.h"
 
+#include <cstdlib>
 #include <filesystem>
 
 #include "core/device_memory.h"
@@ -57,6 +58,11 @@ Device device_flag(const Args& args) {
   const Device device = args.has("device") ? parse_device(args.str("device")) : Device::CPU;
   check_device_usable(device);
   return device;
+}
+
+bool overlap_steps(const Args& args) {
+  const char* env = std::getenv("RINGLM_OVERLAP_STEPS");
+  return !args.has("no-overlap-steps") && !(env != nullptr && std::string(env) == "0");
 }
 
 std::vector<std::vector<int32_t>> parse_prompts(const std::string& text, int64_t vocab_size) {

@@ -20,6 +20,9 @@ void apply_threads(const Args& args);
 engine::RunnerConfig runner_config(const Args& args);
 // --device cpu|cuda (default cpu): where the model's weights, KV and activations live.
 Device device_flag(const Args& args);
+// Whether steps overlap (engine::EngineConfig::overlap_steps): yes unless --no-overlap-steps is
+// given or the environment sets RINGLM_OVERLAP_STEPS=0 (same-binary A/Bs).
+bool overlap_steps(const Args& args);
 // "1,2,3;4,5" -> two prompts; every id must be < vocab_size.
 std::vector<std::vector<int32_t>> parse_prompts(const std::string& text, int64_t vocab_size);
 

@@ -59,7 +59,7 @@ int run_serve(int argc, char** argv) {
              "model",
              "device",
              "kv-config"},
-            {"no-prefix-cache", "no-device-sampling"});
+            {"no-prefix-cache", "no-device-sampling", "no-overlap-steps"});
   RINGLM_USER_CHECK(args.positional().size() + (args.has("model") ? 1 : 0) == 1,
                     "usage: ringlm serve MODEL_DIR [flags]");
   const std::string dir = args.has("model") ? args.str("model") : args.positional()[0];
@@ -94,6 +94,8 @@ int run_serve(int argc, char** argv) {
   config.enable_prefix_cache = !args.has("no-prefix-cache");
   // GPU: sampled choices take their tokens from the device sampler unless this says the host.
   config.runner.device_sampling = !args.has("no-device-sampling");
+  // The next step is queued before the last one's tokens reach the host (EngineConfig).
+  config.overlap_steps = overlap_steps(args);
 
   server::ServerConfig http;
   http.host = args.str("host", http.host);

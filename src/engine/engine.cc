@@ -9,6 +9,7 @@
 #include <deque>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <thread>
 #include <unordered_map>
@@ -51,8 +52,17 @@ struct Choice {
   StopChecker stop;
   TokenHistory history;
   bool finished = false;
+  // Indices into seq.tokens of tokens that launched steps are still sampling (placeholders at
+  // the end, oldest first; at most one per launched step).
+  std::deque<int64_t> placeholders;
+  int32_t feed_source = -1;  // the newest placeholder's Runner::Feed source
+  // Generated tokens, with those still being sampled: the index the next sampled token gets.
   int64_t generated() const { return static_cast<int64_t>(seq.tokens.size()) - seq.prompt_len; }
 };
+
+// A token a launched step samples and the host has not seen yet (engine steps overlap: the
+// next step is queued before this one is collected, and feeds it from the device).
+constexpr int32_t kPlaceholderToken = -1;
 
 struct Active {
   RequestId id = 0;
@@ -65,6 +75,35 @@ struct Active {
   Usage usage;
 };
 
+// A step queued on the runner and not yet collected.
+struct InFlight {
+  ScheduledStep step;
+  std::unique_ptr<kv::StepPlan> plan;
+  std::vector<char> host_rows;
+  std::unordered_map<const Choice*, size_t> device_slot;  // index into the device samples
+  std::vector<RequestId> failed;  // requests that can never fit: ended after the step
+  // Per row that samples: its owner (checked through `request` before `choice` is touched: a
+  // request that finished in the meantime is freed).
+  struct SampledRow {
+    RequestId request;
+    Choice* choice;
+    int64_t row;  // logit row
+  };
+  std::vector<SampledRow> sampled;
+  // Input tokens fed from the step before (placeholders when this step was planned).
+  struct FedToken {
+    RequestId request;
+    Choice* choice;
+    int64_t token;      // index into the plan's flattened tokens
+    int64_t seq_index;  // index into choice->seq.tokens
+  };
+  std::vector<FedToken> fed;
+  // Every sampled row has a placeholder: the next step may be launched before this one is
+  // collected. False on a GPU when some row samples on the host, and for a request's first
+  // token when it forks n choices.
+  bool chainable = false;
+};
+
 }  // namespace
 
 struct Engine::Impl {
@@ -72,10 +111,19 @@ struct Engine::Impl {
   ~Impl();
 
   void loop();
-  void run_step();
+  // Schedules and launches the next step (rows whose last token a launched step still samples
+  // take it from that step on the device); nullopt when nothing can run.
+  std::optional<InFlight> launch_step();
+  // Collects a launched step: its tokens, stops, events and finished requests.
+  void finish_step(InFlight& step);
+  // After finish_step of the step before: writes the now known tokens into `next`'s plan (CPU
+  // models run its forward later, from the plan).
+  void resolve_fed_tokens(InFlight& next);
   void admit_new(std::unique_ptr<Active> active);
-  SampleInput sample_input(const Choice& choice) const;
-  void apply_token(Choice& choice, TokenInfo info);
+  // The sampling of a choice's generated token `index`.
+  SampleInput sample_input(const Choice& choice, int64_t index) const;
+  // Token `index` of the choice's generated ones (its placeholder, or the next one).
+  void apply_token(Choice& choice, int64_t index, TokenInfo info);
   void emit(Active& active, const Event& event);
   void finish_choice(Choice& choice, const StopOutcome& outcome, std::vector<TokenInfo> tokens);
   void cancel_request(RequestId id, FinishReason reason, const std::string& error);
@@ -193,7 +241,8 @@ void Engine::Impl::finish_choice(Choice& c, const StopOutcome& outcome,
   if (outcome.finish == FinishReason::Stop) event.stop_matched = outcome.matched;
   if (outcome.finish == FinishReason::Error) event.error = outcome.matched;
   emit(a, event);
-  a.usage.completion_tokens += std::max<int64_t>(0, c.generated());
+  a.usage.completion_tokens +=
+      std::max<int64_t>(0, c.generated() - static_cast<int64_t>(c.placeholders.size()));
   if (--a.unfinished > 0) return;
   if (a.callbacks.on_done) {
     try {
@@ -261,9 +310,8 @@ std::vector<Choice*> row_targets(Choice* c) {
 
 }  // namespace
 
-SampleInput Engine::Impl::sample_input(const Choice& c) const {
+SampleInput Engine::Impl::sample_input(const Choice& c, int64_t index) const {
   const Active& a = *c.active;
-  const int64_t index = c.generated();
   SampleInput input;
   input.params = &a.request.sampling;
   input.history = &c.history;
@@ -274,10 +322,17 @@ SampleInput Engine::Impl::sample_input(const Choice& c) const {
   return input;
 }
 
-void Engine::Impl::apply_token(Choice& c, TokenInfo info) {
+void Engine::Impl::apply_token(Choice& c, int64_t index, TokenInfo info) {
   Active& a = *c.active;
-  const int64_t index = c.generated();
-  c.seq.tokens.push_back(info.token);
+  const auto at = static_cast<size_t>(c.seq.prompt_len + index);
+  if (at < c.seq.tokens.size()) {
+    RINGLM_CHECK(!c.placeholders.empty() && c.placeholders.front() == static_cast<int64_t>(at),
+                 "engine: token ", index, " of a choice is not its oldest placeholder");
+    c.placeholders.pop_front();
+    c.seq.tokens[at] = info.token;
+  } else {
+    c.seq.tokens.push_back(info.token);
+  }
   c.history.add_generated(info.token);
   ++counters.generation_tokens_total;
   StopOutcome outcome = c.stop.push(info.token, index + 1);
@@ -292,56 +347,114 @@ void Engine::Impl::apply_token(Choice& c, TokenInfo info) {
   emit(a, event);
 }
 
-void Engine::Impl::run_step() {
-  ScheduledStep step = scheduler->schedule();
+std::optional<InFlight> Engine::Impl::launch_step() {
+  InFlight f;
+  f.step = scheduler->schedule();
   counters.preemptions_total = scheduler->preemptions();
   // Requests that can never fit end after the step (a sibling choice may be among its rows).
-  std::vector<RequestId> failed;
-  for (SeqState* seq : step.failed) failed.push_back(static_cast<Choice*>(seq->owner)->active->id);
-  const auto end_failed = [&] {
-    for (RequestId id : failed)
-      cancel_request(id, FinishReason::Error,
-                     "the request needs more KV cache than the engine has");
-  };
-  if (step.empty()) return end_failed();
-  kv::StepPlan plan(step.rows, scheduler->cache());
+  for (SeqState* seq : f.step.failed)
+    f.failed.push_back(static_cast<Choice*>(seq->owner)->active->id);
+  if (f.step.empty()) {
+    finish_step(f);
+    return std::nullopt;
+  }
+  const std::vector<kv::RowRequest>& rows = f.step.rows;
+  f.plan = std::make_unique<kv::StepPlan>(rows, scheduler->cache());
+  const kv::StepPlan& plan = *f.plan;
+  // Inputs that the step in flight samples: placeholders in the plan, fed on the device.
+  std::vector<Runner::Feed> feeds;
+  int64_t flat = 0;
+  for (size_t r = 0; r < rows.size(); ++r) {
+    auto* c = static_cast<Choice*>(f.step.seqs[r]->owner);
+    const int64_t n = static_cast<int64_t>(rows[r].tokens.size());
+    for (int64_t i = 0; i < n; ++i) {
+      if (rows[r].tokens[static_cast<size_t>(i)] != kPlaceholderToken) continue;
+      const int64_t seq_index = rows[r].start_position + i;
+      RINGLM_CHECK(
+          !c->placeholders.empty() && c->placeholders.front() == seq_index && c->feed_source >= 0,
+          "engine: a step input that no launched step samples");
+      feeds.push_back({static_cast<int32_t>(flat + i), c->feed_source});
+      f.fed.push_back({c->active->id, c, flat + i, seq_index});
+    }
+    flat += n;
+  }
   // A logit row goes to the host unless every choice it samples for is plain greedy (the
   // device's argmax) or, on a GPU, samplable there (device_samples, in row and target order).
-  const bool on_device = model.device() != Device::CPU && runner.config().device_sampling;
-  std::vector<char> host_rows(plan.logit_tokens().size(), 1);
+  const bool on_device = model.device() != Device::CPU;
+  const bool device_sampling = on_device && runner.config().device_sampling;
+  f.host_rows.assign(plan.logit_tokens().size(), 1);
   std::vector<Runner::DeviceSample> device_samples;
-  std::unordered_map<const Choice*, size_t> device_slot;
-  for (size_t r = 0; r < step.rows.size(); ++r) {
+  f.chainable = config.overlap_steps;
+  for (size_t r = 0; r < rows.size(); ++r) {
     if (plan.logits_count(static_cast<int>(r)) == 0) continue;
+    auto* owner = static_cast<Choice*>(f.step.seqs[r]->owner);
     const int64_t row = plan.logits_begin(static_cast<int>(r));
+    f.sampled.push_back({owner->active->id, owner, row});
+    const std::vector<Choice*> targets = row_targets(owner);
     bool host = false;
-    for (Choice* t : row_targets(static_cast<Choice*>(step.seqs[r]->owner))) {
+    for (Choice* t : targets) {
       if (t->finished || plain_greedy(*t)) continue;
-      if (!on_device || !device_samplable(*t)) {
+      if (!device_sampling || !device_samplable(*t)) {
         host = true;
         continue;
       }
-      const SampleInput in = sample_input(*t);
+      const SampleInput in = sample_input(*t, t->generated());
       const SamplingParams& p = *in.params;
-      device_slot[t] = device_samples.size();
+      f.device_slot[t] = device_samples.size();
       device_samples.push_back({row, p.temperature, p.top_p, p.min_p, p.top_k,
                                 philox_uniform(in.seed, in.choice, in.index), p.want_logprobs});
     }
-    host_rows[static_cast<size_t>(row)] = host;
+    f.host_rows[static_cast<size_t>(row)] = host;
+    // The next step can take this row's token from the device only when one choice samples it
+    // there; a CPU model's next step runs after this one's tokens are known anyway.
+    f.chainable = f.chainable && targets.size() == 1 && (!on_device || !host);
   }
-  const Runner::Selected out = runner.step_select(plan, host_rows, device_samples);
-  scheduler->complete(step);
+  runner.launch(*f.plan, f.host_rows, device_samples, feeds);
+  scheduler->complete(f.step);
+  if (f.chainable) {
+    for (const InFlight::SampledRow& s : f.sampled) {
+      Choice& c = *s.choice;
+      const auto slot = f.device_slot.find(&c);
+      c.feed_source = slot != f.device_slot.end()
+                          ? Runner::kFedSample + static_cast<int32_t>(slot->second)
+                          : static_cast<int32_t>(s.row);
+      c.placeholders.push_back(static_cast<int64_t>(c.seq.tokens.size()));
+      c.seq.tokens.push_back(kPlaceholderToken);
+    }
+  }
+  return f;
+}
+
+void Engine::Impl::resolve_fed_tokens(InFlight& next) {
+  for (const InFlight::FedToken& fed : next.fed) {
+    // A request that ended: its row's output is dropped, any id will do.
+    int32_t token = 0;
+    if (active.count(fed.request) != 0)
+      token = std::max(fed.choice->seq.tokens[static_cast<size_t>(fed.seq_index)], 0);
+    next.plan->set_token(fed.token, token);
+  }
+}
+
+void Engine::Impl::finish_step(InFlight& f) {
+  const auto end_failed = [&] {
+    for (RequestId id : f.failed)
+      cancel_request(id, FinishReason::Error,
+                     "the request needs more KV cache than the engine has");
+  };
+  if (f.step.empty()) return end_failed();
+  const Runner::Selected out = runner.collect();
   // Who samples from which row, in row order; forks are made here.
   struct Job {
     RequestId request;  // checked before `target` is touched: a finished request is freed
     Choice* target;
-    int64_t row;  // logit row
+    int64_t row;    // logit row
+    int64_t index;  // of the token among the choice's generated ones
     TokenInfo info;
   };
   std::vector<Job> jobs;
-  for (size_t r = 0; r < step.rows.size(); ++r) {
-    if (plan.logits_count(static_cast<int>(r)) == 0) continue;
-    auto* c = static_cast<Choice*>(step.seqs[r]->owner);
+  for (const InFlight::SampledRow& s : f.sampled) {
+    if (active.count(s.request) == 0) continue;
+    Choice* c = s.choice;
     Active& a = *c->active;
     const std::vector<Choice*> targets = row_targets(c);
     if (!a.forked) {
@@ -352,8 +465,10 @@ void Engine::Impl::run_step() {
       for (size_t i = 1; i < a.choices.size(); ++i) scheduler->fork(&c->seq, &a.choices[i]->seq);
     }
     for (Choice* target : targets) {
-      if (!target->finished)
-        jobs.push_back({a.id, target, plan.logits_begin(static_cast<int>(r)), {}});
+      if (target->finished) continue;
+      const int64_t index =
+          f.chainable ? target->placeholders.front() - target->seq.prompt_len : target->generated();
+      jobs.push_back({a.id, target, s.row, index, {}});
     }
   }
   // Each choice samples from its own copy of the row, rows in parallel: a choice's token
@@ -364,26 +479,26 @@ void Engine::Impl::run_step() {
         std::vector<float> scratch;
         for (int64_t j = begin; j < end; ++j) {
           Job& job = jobs[static_cast<size_t>(j)];
-          if (const auto slot = device_slot.find(job.target); slot != device_slot.end()) {
+          if (const auto slot = f.device_slot.find(job.target); slot != f.device_slot.end()) {
             job.info.token = out.sampled[slot->second];
             if (job.target->active->request.sampling.want_logprobs)
               job.info.logprob = out.sampled_logprobs[slot->second];
             continue;
           }
-          if (!out.argmax.empty() && !host_rows[static_cast<size_t>(job.row)]) {
+          if (!out.argmax.empty() && !f.host_rows[static_cast<size_t>(job.row)]) {
             job.info.token = out.argmax[static_cast<size_t>(job.row)];
             continue;
           }
           const float* row = out.logits.row<float>(job.row);
           scratch.assign(row, row + vocab);
-          job.info = sample_token(scratch, sample_input(*job.target));
+          job.info = sample_token(scratch, sample_input(*job.target, job.index));
         }
       });
   // Tokens land in row order: events, stops and finished requests as one at a time would.
   for (Job& job : jobs) {
     if (active.count(job.request) == 0) continue;  // every choice finished: the request is gone
     if (job.target->finished) continue;
-    apply_token(*job.target, std::move(job.info));
+    apply_token(*job.target, job.index, std::move(job.info));
   }
   end_failed();
 }
@@ -414,6 +529,10 @@ void Engine::Impl::publish_stats() {
 }
 
 void Engine::Impl::loop() {
+  // The step launched last and not collected yet: the next one is launched before it is
+  // collected, so the host's work between steps (collecting, sampling, stops, events, the next
+  // schedule and plan) overlaps the device's step.
+  std::optional<InFlight> in_flight;
   for (;;) {
     std::deque<std::unique_ptr<Active>> arrived;
     std::vector<RequestId> cancelled;
@@ -421,7 +540,8 @@ void Engine::Impl::loop() {
     {
       std::unique_lock lock(mu);
       wake.wait(lock, [&] {
-        return stopping || !inbox.empty() || !cancels.empty() || !scheduler->idle();
+        return stopping || !inbox.empty() || !cancels.empty() || !scheduler->idle() ||
+               in_flight.has_value();
       });
       arrived.swap(inbox);
       cancelled.swap(cancels);
@@ -430,20 +550,35 @@ void Engine::Impl::loop() {
     for (auto& a : arrived) admit_new(std::move(a));
     for (RequestId id : cancelled) cancel_request(id, FinishReason::Cancelled, "");
     if (stop) {
+      if (in_flight) runner.abandon_launched();
       while (!active.empty()) cancel_request(active.begin()->first, FinishReason::Cancelled, "");
       publish_stats();
       drained.notify_all();
       return;
     }
-    if (!scheduler->idle()) {
-      try {
-        run_step();
-      } catch (const std::exception& e) {
-        // A failed step leaves its rows' KV undefined: every running request ends with the error.
-        RINGLM_LOG(Error, "engine: step failed: ", e.what());
-        while (!active.empty())
-          cancel_request(active.begin()->first, FinishReason::Error, e.what());
+    try {
+      if (in_flight && !in_flight->chainable) {
+        finish_step(*in_flight);
+        in_flight.reset();
       }
+      std::optional<InFlight> next;
+      if (!scheduler->idle()) next = launch_step();
+      if (in_flight) {
+        finish_step(*in_flight);
+        in_flight.reset();
+        if (next) resolve_fed_tokens(*next);
+      }
+      in_flight = std::move(next);
+      if (in_flight && !config.overlap_steps) {
+        finish_step(*in_flight);
+        in_flight.reset();
+      }
+    } catch (const std::exception& e) {
+      // A failed step leaves its rows' KV undefined: every running request ends with the error.
+      RINGLM_LOG(Error, "engine: step failed: ", e.what());
+      runner.abandon_launched();
+      in_flight.reset();
+      while (!active.empty()) cancel_request(active.begin()->first, FinishReason::Error, e.what());
     }
     publish_stats();
     drained.notify_all();

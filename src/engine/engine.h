@@ -100,6 +100,11 @@ struct EngineConfig {
   int64_t max_model_len = 0;      // 0 = the model's max_position_embeddings
   size_t prompt_cache_bytes = 0;  // prefix cache cap; 0 = whatever KV is free
   bool enable_prefix_cache = true;
+  // The next step is queued before the last one is collected (its rows' new tokens fed on the
+  // device), so the host's work between steps overlaps the device's. Steps whose tokens the
+  // host must choose (penalties, bias, top logprobs; n choices' first token) still wait.
+  // false: one step at a time (same-binary A/Bs, tests).
+  bool overlap_steps = true;
   // End-of-sequence ids besides config.json's eos_token_id and the tokenizer's eos token
   // (e.g. generation_config.json's: io::stop_token_ids).
   std::vector<int32_t> eos_token_ids;

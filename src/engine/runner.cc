@@ -12,6 +12,7 @@
 #include "backends/cuda/cuda_ops.h"
 #include "backends/cuda/plan_upload.h"
 #include "backends/cuda/step_graph.h"
+#include "backends/cuda/step_outputs.h"
 #endif
 
 namespace ringlm::engine {
@@ -75,6 +76,7 @@ Runner::Runner(models::Model& model, const RunnerConfig& config) : model_(model)
 #ifdef RINGLM_HAS_CUDA
     plan_uploader_ = std::make_shared<cuda::PlanUploader>();
     step_graphs_ = std::make_shared<cuda::StepGraphs>();
+    step_outputs_ = std::make_shared<cuda::StepOutputs>();
 #endif
   }
   // The KV cache last: an automatic budget is what the buffers above leave.
@@ -101,7 +103,12 @@ Runner::Runner(models::Model& model, const RunnerConfig& config) : model_(model)
   cache_ = std::make_unique<kv::PagedKvCache>(kv_cache_config(model, config_));
 }
 
-Tensor Runner::forward(kv::StepPlan& plan) {
+#ifdef RINGLM_HAS_CUDA
+static_assert(sizeof(Runner::Feed) == sizeof(cuda::TokenFeed) &&
+              Runner::kFedSample == cuda::kFedSampleBase);
+#endif
+
+Tensor Runner::forward(kv::StepPlan& plan, std::span<const Feed> feeds) {
   RINGLM_CHECK(plan.num_tokens() <= config_.max_step_tokens, "step of ", plan.num_tokens(),
                " tokens exceeds max_step_tokens ", config_.max_step_tokens);
   const auto wanted = static_cast<int64_t>(plan.logit_tokens().size());
@@ -120,13 +127,24 @@ Tensor Runner::forward(kv::StepPlan& plan) {
   auto& uploader = *static_cast<cuda::PlanUploader*>(plan_uploader_.get());
   const bool decode_only =
       config_.cuda_graphs && wanted == plan.num_tokens() && plan.num_tokens() == plan.num_rows();
+  // The previous step's ids into this step's inputs: after the upload, before the forward (a
+  // replayed graph reads the uploaded ids where they are).
+  const auto feed = [&] {
+    if (feeds.empty()) return;
+    Tensor ids = plan.token_ids();
+    cuda::feed_tokens(ids, {reinterpret_cast<const cuda::TokenFeed*>(feeds.data()), feeds.size()},
+                      reinterpret_cast<const int32_t*>(argmax_device_.data()),
+                      reinterpret_cast<const int32_t*>(sampled_device_.data()));
+  };
   if (!decode_only) {
     uploader.upload(plan);
+    feed();
     model_.forward(plan, *cache_, *arena_, logits);  // queued kernel by kernel
     queued();
     return logits;
   }
   uploader.upload(plan, config_.block_tokens);
+  feed();
   std::vector<int64_t> key = {plan.num_rows()};
   for (int g = 0; g < plan.num_groups(); ++g) {
     if (plan.table_group(g) == g) key.push_back(plan.attention_rows(g).max_blocks);
@@ -140,6 +158,8 @@ Tensor Runner::forward(kv::StepPlan& plan) {
     model_.forward(plan, *cache_, *arena_, logits);
   });
   queued();
+#else
+  (void)feeds;
 #endif
   return logits;
 }
@@ -152,6 +172,7 @@ int64_t Runner::graph_replays() const {
 }
 
 Tensor Runner::step(kv::StepPlan& plan) {
+  RINGLM_CHECK(launched_.empty(), "Runner::step with ", launched_.size(), " launched steps");
   Tensor logits = forward(plan);
   if (logits.device == Device::CPU) return logits;
   logits_.resize(static_cast<size_t>(logits.numel()));
@@ -160,6 +181,7 @@ Tensor Runner::step(kv::StepPlan& plan) {
 }
 
 std::vector<int32_t> Runner::step_argmax(kv::StepPlan& plan) {
+  RINGLM_CHECK(launched_.empty(), "Runner::step_argmax with ", launched_.size(), " launched steps");
   const Tensor logits = forward(plan);
   std::vector<int32_t> ids(static_cast<size_t>(logits.size(0)));
   if (ids.empty()) return ids;
@@ -177,43 +199,105 @@ std::vector<int32_t> Runner::step_argmax(kv::StepPlan& plan) {
 
 Runner::Selected Runner::step_select(kv::StepPlan& plan, std::span<const char> host_rows,
                                      std::span<const DeviceSample> device_samples) {
-  Tensor logits = forward(plan);
-  RINGLM_CHECK(static_cast<int64_t>(host_rows.size()) == logits.size(0),
-               "step_select: ", host_rows.size(), " row flags for ", logits.size(0), " logit rows");
-  Selected out;
-  if (logits.device == Device::CPU) {
+  RINGLM_CHECK(launched_.empty(), "step_select with ", launched_.size(), " launched steps");
+  launch(plan, host_rows, device_samples);
+  return collect();
+}
+
+void Runner::launch(kv::StepPlan& plan, std::span<const char> host_rows,
+                    std::span<const DeviceSample> device_samples, std::span<const Feed> feeds) {
+  RINGLM_CHECK(launched_.size() < 2, "Runner::launch: two steps are launched already");
+  // A GPU step's logits live in one device buffer until collected (a CPU step computes them
+  // in collect(), when the step before has been used).
+  for (const Launched& l : launched_) {
+    RINGLM_CHECK(model_.device() == Device::CPU ||
+                     std::find(l.host_rows.begin(), l.host_rows.end(), 1) == l.host_rows.end(),
+                 "Runner::launch: the launched step has host rows; collect it first");
+  }
+  RINGLM_CHECK(
+      static_cast<int64_t>(host_rows.size()) == static_cast<int64_t>(plan.logit_tokens().size()),
+      "step_select: ", host_rows.size(), " row flags for ", plan.logit_tokens().size(),
+      " logit rows");
+  Launched l;
+  l.plan = &plan;
+  l.host_rows.assign(host_rows.begin(), host_rows.end());
+  l.samples = static_cast<int64_t>(device_samples.size());
+  if (model_.device() == Device::CPU) {
     RINGLM_CHECK(device_samples.empty(), "step_select: device samples on a CPU model");
-    out.logits = logits;
+    launched_.push_back(std::move(l));  // collect() runs it
+    return;
+  }
+#ifdef RINGLM_HAS_CUDA
+  l.logits = forward(plan, feeds);
+  if (!device_samples.empty()) queue_device_samples(l.logits, device_samples);
+  const int64_t rows = l.logits.size(0);
+  if (rows > 0) {
+    // Not from the arena: a replayed graph leaves the arena's host-side offsets untouched.
+    Tensor device_ids(argmax_device_.data(), DType::I32, {rows}, l.logits.device);
+    ops::argmax(l.logits, device_ids);
+  }
+  l.slot = next_slot_;
+  next_slot_ ^= 1;
+  static_cast<cuda::StepOutputs*>(step_outputs_.get())
+      ->queue(l.slot, reinterpret_cast<const int32_t*>(argmax_device_.data()), rows,
+              sampled_device_.data(), l.samples);
+  launched_.push_back(std::move(l));
+#else
+  (void)feeds;
+  RINGLM_FAIL("Runner::launch: ", device_name(model_.device()), " without the CUDA backend");
+#endif
+}
+
+Runner::Selected Runner::collect() {
+  RINGLM_CHECK(!launched_.empty(), "Runner::collect: no launched step");
+  Launched l = std::move(launched_.front());
+  launched_.pop_front();
+  Selected out;
+  if (model_.device() == Device::CPU) {
+    out.logits = forward(*l.plan);
     return out;
   }
-  if (!device_samples.empty()) sample_on_device(logits, device_samples, out);
-  const int64_t rows = logits.size(0), vocab = logits.size(1);
-  out.argmax.resize(static_cast<size_t>(rows));
-  logits_.resize(static_cast<size_t>(logits.numel()));
+#ifdef RINGLM_HAS_CUDA
+  const cuda::StepOutputs::View ids =
+      static_cast<cuda::StepOutputs*>(step_outputs_.get())->wait(l.slot);
+  out.argmax.assign(ids.argmax.begin(), ids.argmax.end());
+  out.sampled.assign(ids.sampled.begin(), ids.sampled.end());
+  out.sampled_logprobs.assign(ids.logprobs.begin(), ids.logprobs.end());
+  const int64_t rows = l.logits.size(0), vocab = l.logits.size(1);
+  logits_.resize(static_cast<size_t>(rows * vocab));
   out.logits = Tensor(logits_.data(), DType::F32, {rows, vocab});
-  if (rows == 0) return out;
-  Tensor device_ids(argmax_device_.data(), DType::I32, {rows}, logits.device);
-  ops::argmax(logits, device_ids);
-  copy_bytes(out.argmax.data(), Device::CPU, device_ids.data, device_ids.device,
-             device_ids.nbytes());
-  // The asked rows, one copy per run of consecutive ones.
+  // The asked rows, one copy per run of consecutive ones (no step launched after this one:
+  // launch() refuses while a step with host rows is out).
   const size_t row_bytes = static_cast<size_t>(vocab) * sizeof(float);
   for (int64_t r = 0; r < rows;) {
-    if (host_rows[static_cast<size_t>(r)] == 0) {
+    if (l.host_rows[static_cast<size_t>(r)] == 0) {
       ++r;
       continue;
     }
     int64_t end = r + 1;
-    while (end < rows && host_rows[static_cast<size_t>(end)] != 0) ++end;
-    copy_bytes(logits_.data() + r * vocab, Device::CPU, logits.row<float>(r), logits.device,
+    while (end < rows && l.host_rows[static_cast<size_t>(end)] != 0) ++end;
+    copy_bytes(logits_.data() + r * vocab, Device::CPU, l.logits.row<float>(r), l.logits.device,
                static_cast<size_t>(end - r) * row_bytes);
     r = end;
   }
+#endif
   return out;
 }
 
-void Runner::sample_on_device(const Tensor& logits, std::span<const DeviceSample> samples,
-                              Selected& out) {
+void Runner::abandon_launched() {
+#ifdef RINGLM_HAS_CUDA
+  if (model_.device() != Device::CPU && !launched_.empty()) {
+    try {
+      cuda::synchronize();
+    } catch (const std::exception& e) {
+      RINGLM_LOG(Warn, "runner: abandoned steps: ", e.what());
+    }
+  }
+#endif
+  launched_.clear();
+}
+
+void Runner::queue_device_samples(const Tensor& logits, std::span<const DeviceSample> samples) {
 #ifdef RINGLM_HAS_CUDA
   std::vector<cuda::SampleJob> jobs;
   jobs.reserve(samples.size());
@@ -223,7 +307,8 @@ void Runner::sample_on_device(const Tensor& logits, std::span<const DeviceSample
     jobs.push_back({static_cast<int32_t>(s.row), s.top_k, s.temperature, s.top_p, s.min_p, s.u,
                     s.want_logprob});
   }
-  // Tokens then logprobs in one buffer: one copy back.
+  // Tokens then logprobs in one buffer: one copy back. Growing it frees the old buffer, which
+  // waits for the device first (cudaFree), so a launched step's copy of it has landed.
   const auto J = static_cast<int64_t>(jobs.size());
   const size_t bytes = jobs.size() * (sizeof(int32_t) + sizeof(float));
   if (sampled_device_.size() < bytes) sampled_device_ = DeviceMemory(logits.device, bytes);
@@ -231,17 +316,10 @@ void Runner::sample_on_device(const Tensor& logits, std::span<const DeviceSample
   Tensor logprobs(sampled_device_.data() + J * static_cast<int64_t>(sizeof(int32_t)), DType::F32,
                   {J}, logits.device);
   cuda::sample(logits, jobs, tokens, &logprobs);
-  std::vector<char> host(bytes);
-  copy_bytes(host.data(), Device::CPU, tokens.data, tokens.device, bytes);
-  out.sampled.resize(jobs.size());
-  out.sampled_logprobs.resize(jobs.size());
-  std::memcpy(out.sampled.data(), host.data(), jobs.size() * sizeof(int32_t));
-  std::memcpy(out.sampled_logprobs.data(), host.data() + J * sizeof(int32_t),
-              jobs.size() * sizeof(float));
 #else
+  (void)logits;
   (void)samples;
-  (void)out;
-  RINGLM_FAIL("step_select: device samples on ", logits.describe(), " without the CUDA backend");
+  RINGLM_FAIL("step_select: device samples without the CUDA backend");
 #endif
 }
 

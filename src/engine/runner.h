@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <span>
@@ -102,6 +103,30 @@ class Runner {
   };
   Selected step_select(kv::StepPlan& plan, std::span<const char> host_rows,
                        std::span<const DeviceSample> device_samples = {});
+
+  // Overlapped steps: the host plans and queues step N+1 while the device runs step N.
+  // launch() queues a step as step_select runs it and returns at once on a GPU (CPU models: it
+  // only records the step; collect() runs it); collect() waits for the oldest launched step and
+  // returns what step_select would have. At most two steps are launched and not collected, a
+  // step with host rows must be collected before the next launch (its logits live in one
+  // device buffer), and the plan must live until its step is collected.
+  // feeds: input tokens of this step that are outputs of the step launched just before it.
+  // GPU models fill them on the device before the forward (the plan may hold any id there);
+  // CPU models run the forward in collect(), so the caller writes those tokens into the plan
+  // (StepPlan::set_token) before collecting, and feeds are ignored.
+  struct Feed {
+    int32_t token;   // index into the plan's flattened tokens
+    int32_t source;  // the previous step's wanted logit row (its argmax), or kFedSample + s:
+                     // its device sample s
+  };
+  static constexpr int32_t kFedSample = 1 << 30;
+  void launch(kv::StepPlan& plan, std::span<const char> host_rows,
+              std::span<const DeviceSample> device_samples = {}, std::span<const Feed> feeds = {});
+  Selected collect();
+  // Steps launched and not collected.
+  int launched() const { return static_cast<int>(launched_.size()); }
+  // Forgets the launched steps after an error (GPU models wait for the stream first).
+  void abandon_launched();
   // GPU models: decode steps replayed from a captured CUDA graph so far (0 on CPU).
   int64_t graph_replays() const;
   // GPU models: host seconds spent in steps before their GPU work was queued (table uploads,
@@ -113,11 +138,22 @@ class Runner {
   models::Model& model_;
   RunnerConfig config_;
   std::unique_ptr<kv::PagedKvCache> cache_;
-  // Attaches the plan's device tables and runs the forward into logits_device_ (or logits_).
-  Tensor forward(kv::StepPlan& plan);
-  // out.sampled (and sampled_logprobs) of `samples` from device logits F32[rows, vocab]
-  // (cuda::sample).
-  void sample_on_device(const Tensor& logits, std::span<const DeviceSample> samples, Selected& out);
+  // Attaches the plan's device tables, fills the fed tokens and runs the forward into
+  // logits_device_ (or logits_).
+  Tensor forward(kv::StepPlan& plan, std::span<const Feed> feeds = {});
+  // Queues cuda::sample of `samples` from device logits F32[rows, vocab] into sampled_device_:
+  // tokens I32[samples] then logprobs F32[samples].
+  void queue_device_samples(const Tensor& logits, std::span<const DeviceSample> samples);
+
+  struct Launched {
+    kv::StepPlan* plan = nullptr;
+    std::vector<char> host_rows;
+    int64_t samples = 0;
+    int slot = 0;   // GPU models: cuda::StepOutputs slot
+    Tensor logits;  // GPU models: the device logits
+  };
+  std::deque<Launched> launched_;
+  int next_slot_ = 0;
 
   std::unique_ptr<Arena> arena_;
   std::vector<float> logits_;
@@ -127,6 +163,7 @@ class Runner {
   double host_prep_seconds_ = 0;
   std::shared_ptr<void> plan_uploader_;  // cuda::PlanUploader for GPU models
   std::shared_ptr<void> step_graphs_;    // cuda::StepGraphs for GPU models
+  std::shared_ptr<void> step_outputs_;   // cuda::StepOutputs for GPU models
 };
 
 struct GreedyOptions {

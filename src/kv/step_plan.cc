@@ -91,6 +91,12 @@ Tensor StepPlan::logit_token_ids() const {
                 {static_cast<int64_t>(logit_tokens_.size())});
 }
 
+void StepPlan::set_token(int64_t index, int32_t id) {
+  RINGLM_CHECK(index >= 0 && index < num_tokens(), "StepPlan::set_token: index ", index, " of ",
+               num_tokens());
+  token_ids_[static_cast<size_t>(index)] = id;
+}
+
 Tensor StepPlan::token_ids() const {
   if (on_device_) return device_.token_ids;
   return Tensor(const_cast<int32_t*>(token_ids_.data()), DType::I32, {num_tokens()});

@@ -43,6 +43,10 @@ class StepPlan {
   Tensor token_ids() const;        // I32[T]
   Tensor positions() const;        // I32[T]
   Tensor logit_token_ids() const;  // I32[logit_tokens().size()]
+  // Sets flattened token `index` of the host tables (engine/runner.h's launch/collect: an input
+  // token that was not known yet when the plan was built). A device copy already made keeps
+  // its value.
+  void set_token(int64_t index, int32_t id);
   // Indices into the flattened tokens whose logits are wanted, in row order (host).
   const std::vector<int32_t>& logit_tokens() const { return logit_tokens_; }
   // For row r, the first index into logit_tokens() and how many it owns.

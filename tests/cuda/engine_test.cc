@@ -4,7 +4,9 @@
 // argmax) and one greedy with logprobs (host argmax over the copied row), give the same tokens,
 // each the top-1 of the logprobs; sampled requests in the same steps make the copied rows come
 // in runs with gaps. Sampled choices, and greedy ones that want the token's logprob: the device
-// sampler's tokens and logprobs equal the host sampler's.
+// sampler's tokens and logprobs equal the host sampler's. Steps launched before the last is
+// collected (tokens fed on the device from its argmax or its samples) decode what one step at a
+// time does, through the runner and through the engine (stops found a step late).
 #include <gtest/gtest.h>
 
 #include <random>
@@ -14,6 +16,7 @@
 #include "cuda/cuda_test_util.h"
 #include "engine/engine.h"
 #include "engine/engine_test_util.h"
+#include "engine/runner_overlap_util.h"
 #include "models/model.h"
 
 namespace ringlm::engine {
@@ -132,6 +135,88 @@ TEST(GpuEngine, DeviceSamplingEqualsHostSampling) {
       EXPECT_LT(host, 0.0f);
       EXPECT_NEAR(device, host, 1e-5f * (1.0f - host)) << "choice " << c << " token " << t;
     }
+  }
+}
+
+TEST(GpuEngine, FedStepsDecodeAsOneStepAtATime) {
+  RINGLM_REQUIRE_GPU();
+  auto model = models::load_model(testing::fixture_model_dir("llama3"), Device::CUDA);
+  RunnerConfig config;
+  config.kv_memory_bytes = size_t{8} << 20;
+  config.max_step_tokens = 128;
+  Runner runner(*model, config);
+  std::mt19937 rng(4);
+  std::vector<std::vector<int32_t>> prompts(5);
+  for (size_t r = 0; r < prompts.size(); ++r) {
+    prompts[r].resize(4 + 9 * r);
+    for (auto& id : prompts[r]) id = static_cast<int32_t>(3 + rng() % 509);
+  }
+  for (const float temperature : {0.0f, 0.8f}) {  // fed from the argmax, then from samples
+    testing::OverlapDecode d;
+    d.steps = 16;
+    d.temperature = temperature;
+    const auto one_at_a_time = testing::runner_decode(runner, prompts, d);
+    const int64_t replays = runner.graph_replays();
+    d.overlap = true;
+    const auto fed = testing::runner_decode(runner, prompts, d);
+    EXPECT_EQ(fed, one_at_a_time) << "temperature " << temperature;
+    EXPECT_GT(runner.graph_replays(), replays) << "no fed step replayed a CUDA graph";
+    EXPECT_EQ(one_at_a_time[0].size(), 17u);
+  }
+}
+
+// Plain greedy (fed from the argmax), device-sampled with logprobs (fed from the samples),
+// host-sampled (a penalty: those steps wait), n = 2, stop strings, stop ids and EOS.
+TEST(GpuEngine, OverlappedStepsEqualOneAtATime) {
+  RINGLM_REQUIRE_GPU();
+  auto model = models::load_model(testing::fixture_model_dir("llama3"), Device::CUDA);
+  std::vector<std::vector<testing::RequestResult>> runs;
+  for (const bool overlap : {false, true}) {
+    EngineConfig config;
+    config.runner.kv_memory_bytes = size_t{8} << 20;
+    config.runner.block_tokens = 16;
+    config.runner.max_step_tokens = 128;
+    config.max_batch = 8;
+    config.overlap_steps = overlap;
+    Engine engine(*model, testing::fixture_tokenizer(), config);
+    testing::Collector collector(engine);
+    std::mt19937 rng(12);
+    for (int i = 0; i < 10; ++i) {
+      Request r;
+      r.prompt.resize(static_cast<size_t>(10 + 7 * i));
+      for (auto& id : r.prompt) id = static_cast<int32_t>(3 + rng() % 509);
+      r.sampling.temperature = i % 3 == 0 ? 0.0f : 0.7f;
+      r.sampling.want_logprobs = i % 3 == 1;
+      r.sampling.repetition_penalty = i == 5 ? 1.1f : 1.0f;
+      r.sampling.seed = 50 + static_cast<uint64_t>(i);
+      r.n = i == 4 ? 2 : 1;
+      r.stop.max_tokens = 8 + 3 * i;
+      r.stop.ignore_eos = i % 2 == 0;
+      if (i % 4 == 1) r.stop.stop_strings = {"e", "o"};
+      if (i % 4 == 3) r.stop.stop_token_ids = {static_cast<int32_t>(3 + rng() % 40)};
+      collector.submit(r);
+    }
+    collector.wait_all();
+    runs.emplace_back();
+    for (size_t i = 0; i < 10; ++i) runs.back().push_back(collector.result(i));
+    engine.drain();
+    EXPECT_EQ(engine.stats().kv_blocks_used, 0);
+  }
+  for (size_t i = 0; i < runs[0].size(); ++i) {
+    ASSERT_EQ(runs[0][i].choices.size(), runs[1][i].choices.size());
+    for (size_t c = 0; c < runs[0][i].choices.size(); ++c) {
+      const auto& a = runs[0][i].choices[c];
+      const auto& b = runs[1][i].choices[c];
+      ASSERT_EQ(a.tokens.size(), b.tokens.size()) << "request " << i << " choice " << c;
+      for (size_t t = 0; t < a.tokens.size(); ++t) {
+        EXPECT_EQ(a.tokens[t].token, b.tokens[t].token) << "request " << i << " token " << t;
+        EXPECT_NEAR(a.tokens[t].logprob, b.tokens[t].logprob, 1e-5f * (1.0f - a.tokens[t].logprob));
+      }
+      EXPECT_EQ(a.text, b.text) << "request " << i;
+      EXPECT_EQ(a.finish, b.finish) << "request " << i;
+      EXPECT_EQ(b.events_after_finish, 0);
+    }
+    EXPECT_EQ(runs[0][i].usage.completion_tokens, runs[1][i].usage.completion_tokens);
   }
 }
 

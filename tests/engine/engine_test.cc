@@ -1,6 +1,7 @@
 // Engine: greedy equals generate_greedy's; a request's tokens and logprobs are identical alone and
 // among other requests joining and leaving (sampling with a seed, n > 1, preemption, prefix-cache
-// hits) on every KV layout (full, sliding, mixed); cancel, stops, validation, no KV leaks.
+// hits) on every KV layout (full, sliding, mixed), and with steps overlapped or one at a time
+// (stops found a step late); cancel, stops, validation, no KV leaks.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -137,9 +138,11 @@ TEST_P(EngineInvariance, RequestsAreIdenticalAloneAndInABusyEngine) {
     requests.push_back(std::move(r));
   }
   const std::string& kv_format = std::get<2>(GetParam());
+  // Alone, one step at a time; busy, each step launched before the last is collected.
   const auto run_alone = [&](const Request& r) {
     EngineConfig c = small_config(kv_format);
     c.enable_prefix_cache = false;
+    c.overlap_steps = false;
     Engine engine(*model, fixture_tokenizer(), c);
     Collector collector(engine);
     collector.submit(r);
@@ -368,6 +371,66 @@ TEST(Engine, EosAndStopTokenIdsFinishWithStop) {
   for (size_t i = 0; i + 1 < late.tokens.size() && i < 24; ++i)
     EXPECT_NE(late.tokens[i].token, tokens[4].token);
   EXPECT_GE(late.tokens.size(), 25u);
+}
+
+// Overlapped steps learn a stop one step late (the next step is launched already): the stopped
+// row's extra token is dropped, and everything a client sees — tokens, logprobs, text, finish,
+// usage — equals one step at a time. Stop strings, stop ids, EOS, min_tokens, max_tokens,
+// n > 1, penalties and top logprobs (host-sampled) in one busy engine.
+TEST(Engine, OverlappedStepsEqualOneAtATime) {
+  auto model = models::load_model(fixture_model_dir("llama3"));
+  std::mt19937 rng(21);
+  std::vector<Request> requests;
+  for (int i = 0; i < 12; ++i) {
+    Request r = sampled_request(random_prompt(rng, 6 + rng() % 40), 300 + static_cast<uint64_t>(i),
+                                static_cast<int64_t>(3 + rng() % 30), i % 5 == 3 ? 2 : 1);
+    if (i % 3 == 0) {  // plain greedy
+      r.sampling = {};
+      r.sampling.temperature = 0.0f;
+    }
+    if (i % 4 == 1) r.sampling.repetition_penalty = 1.0f;
+    r.stop.ignore_eos = i % 2 == 0;
+    if (i % 3 == 1) r.stop.stop_token_ids = {static_cast<int32_t>(3 + rng() % 60)};
+    if (i % 4 == 2 || i == 8) r.stop.stop_strings = {"e", "a "};
+    if (i == 7) r.stop.min_tokens = 2;
+    requests.push_back(std::move(r));
+  }
+  std::vector<std::vector<testing::RequestResult>> runs;
+  std::vector<EngineStats> stats;
+  for (const bool overlap : {false, true}) {
+    EngineConfig c = small_config();
+    c.overlap_steps = overlap;
+    c.max_batch = 6;
+    c.runner.max_step_tokens = 32;
+    Engine engine(*model, fixture_tokenizer(), c);
+    Collector collector(engine);
+    for (const auto& r : requests) collector.submit(r);
+    collector.wait_all();
+    runs.emplace_back();
+    for (size_t i = 0; i < requests.size(); ++i) runs.back().push_back(collector.result(i));
+    engine.drain();
+    stats.push_back(engine.stats());
+  }
+  int stopped = 0;
+  for (size_t i = 0; i < requests.size(); ++i) {
+    const auto& [alone, overlapped] = std::tie(runs[0][i], runs[1][i]);
+    ASSERT_EQ(alone.choices.size(), overlapped.choices.size());
+    for (size_t c = 0; c < alone.choices.size(); ++c) {
+      expect_same_choice(overlapped.choices[c], alone.choices[c],
+                         "request " + std::to_string(i) + " choice " + std::to_string(c));
+      EXPECT_EQ(overlapped.choices[c].stop_matched, alone.choices[c].stop_matched);
+      EXPECT_EQ(overlapped.choices[c].events_after_finish, 0);
+      stopped += alone.choices[c].finish == FinishReason::Stop;
+    }
+    EXPECT_EQ(overlapped.usage.completion_tokens, alone.usage.completion_tokens) << i;
+    EXPECT_EQ(overlapped.usage.prompt_tokens, alone.usage.prompt_tokens) << i;
+  }
+  EXPECT_GT(stopped, 2) << "too few requests stopped before max_tokens to test late stops";
+  for (const EngineStats& s : stats) {
+    EXPECT_EQ(s.kv_blocks_used, 0);
+    EXPECT_EQ(s.requests_finished_total, static_cast<int64_t>(requests.size()));
+    EXPECT_EQ(s.generation_tokens_total, stats[0].generation_tokens_total);
+  }
 }
 
 TEST(Engine, ValidateNamesTheProblem) {

@@ -57,6 +57,7 @@ enum class Scratch {
   SampleWeights,
   QuantPartials,
   QuantTickets,
+  TokenFeeds,
   Count
 };
 
