@@ -228,6 +228,7 @@ void Runner::launch(kv::StepPlan& plan, std::span<const char> host_rows,
     return;
   }
 #ifdef RINGLM_HAS_CUDA
+  cuda::begin_step_uploads();
   l.logits = forward(plan, feeds);
   if (!device_samples.empty()) queue_device_samples(l.logits, device_samples);
   const int64_t rows = l.logits.size(0);

@@ -383,10 +383,14 @@ struct Problem {
     }
     const int keys_seen = pos - lo + 1;
     double delta = max_dot_err + 4 * kEps * max_score + 2 * kEps;
-    // Decode rows on tensor cores (head_dim 64/128/256) round q, K, V and the weights to bf16
-    // (u = 2^-8): scores move by ≤ 2u·scale·Σ|q·k|, the accumulated output by ≤ 2u·max|v|
-    // (TurboQuant: in the rotated domain, ≤ √D times that after un-rotation).
-    const bool tensor_cores = n == 1 && (D == 64 || D == 128 || D == 256);
+    // Rows on tensor cores round q, K, V and the weights to bf16 (u = 2^-8): scores move by
+    // ≤ 2u·scale·Σ|q·k|, the accumulated output by ≤ 2u·max|v| (TurboQuant: in the rotated
+    // domain, ≤ √D times that after un-rotation). Decode rows at head_dim 64/128/256; rows with
+    // several queries at 64/128 (GQA groups of 1, 2, 4, 8) unless the prefill switch is off.
+    const int group = c.q_heads / c.kv_heads;
+    const bool prefill_tc = cuda::prefill_tc_quantized() && (D == 64 || D == 128) &&
+                            (group == 1 || group == 2 || group == 4 || group == 8);
+    const bool tensor_cores = n == 1 ? (D == 64 || D == 128 || D == 256) : prefill_tc;
     const double u = tensor_cores ? std::ldexp(1.0, -8) : 0.0;
     delta += 2 * u * max_mag * params.scale;
     double bound =
@@ -455,6 +459,18 @@ TEST(CudaQuantizedKv, TurboAttentionMatchesCpu) {
   for (const Format& f : kAttentionTurbo)
     for (int D : {32, 64, 128, 256})
       for (const Config& c : configs_for(D)) check_attention(f, c, seed++);
+}
+
+// Rows with several queries on the CUDA-core kernel (f32 throughout), as head dims the
+// tensor-core prefill does not take still run: the prefill switch off.
+TEST(CudaQuantizedKv, CudaCorePrefillMatchesCpu) {
+  RINGLM_REQUIRE_GPU();
+  cuda::set_prefill_tc_quantized(false);
+  uint32_t seed = 900;
+  for (const Format& f : {kAffine[0], kAttentionTurbo[0]})
+    for (int D : {64, 128})
+      for (const Config& c : configs_for(D)) check_attention(f, c, seed++);
+  cuda::set_prefill_tc_quantized(true);
 }
 
 // A step of decode rows only: the split-K merge un-rotates the TurboQuant output, and its parts

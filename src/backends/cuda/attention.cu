@@ -171,6 +171,11 @@ std::atomic<bool>& affine_prefetch_flag() {
   static std::atomic<bool> enabled{env_switch_on("RINGLM_CUDA_AFFINE_PREFETCH")};
   return enabled;
 }
+
+std::atomic<bool>& prefill_tc_quantized_flag() {
+  static std::atomic<bool> enabled{env_switch_on("RINGLM_CUDA_QUANT_PREFILL_TC")};
+  return enabled;
+}
 }  // namespace
 
 void set_decode_early_fetch(bool enabled) {
@@ -195,6 +200,14 @@ void set_decode_merge_in_kernel(bool enabled) {
 
 bool decode_merge_in_kernel() {
   return merge_in_kernel_flag().load();
+}
+
+void set_prefill_tc_quantized(bool enabled) {
+  prefill_tc_quantized_flag().store(enabled);
+}
+
+bool prefill_tc_quantized() {
+  return prefill_tc_quantized_flag().load();
 }
 
 void attention(const Tensor& q, const ops::KvLayerView& kv, const ops::AttentionRows& rows,

@@ -58,9 +58,7 @@ Tensor DeviceBuffer::view(DType dtype, std::initializer_list<int64_t> dims) cons
 }
 
 void copy_to_device(void* dst, const void* src, size_t bytes) {
-  if (bytes == 0) return;
-  RINGLM_CUDA_CHECK(
-      cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, Context::get().stream()));
+  Context::get().copy_to_device(dst, src, bytes);
 }
 
 void copy_on_device(void* dst, const void* src, size_t bytes) {

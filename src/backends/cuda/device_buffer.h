@@ -39,7 +39,8 @@ void device_memory_info(size_t* free_bytes, size_t* total_bytes);
 
 // Device -> device on the backend stream.
 void copy_on_device(void* dst, const void* src, size_t bytes);
-// Host -> device on the backend stream; src may be reused as soon as this returns.
+// Host -> device on the backend stream, through pinned staging (Context::copy_to_device): it
+// does not wait for the stream's earlier work; src may be reused as soon as this returns.
 void copy_to_device(void* dst, const void* src, size_t bytes);
 // Device -> host: waits for the stream (cuda::synchronize(), so device-side errors throw here).
 void copy_to_host(void* dst, const void* src, size_t bytes);

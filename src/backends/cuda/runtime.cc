@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <string_view>
 
@@ -29,9 +30,19 @@ Context::Context() {
   RINGLM_CUDA_CHECK(cudaMemset(errors_, 0, sizeof(DeviceErrorRecord)));
 }
 
+namespace {
+// Per staging half: a step's uploads (token tables, block tables, sample jobs) of up to 256 rows
+// at 128k context fit.
+constexpr size_t kStagingHalf = size_t{16} << 20;
+}  // namespace
+
 Context::~Context() {
   // At thread exit; errors are ignored (the runtime may already be shutting down).
   if (stream_ != nullptr) (void)cudaStreamSynchronize(stream_);
+  for (cudaEvent_t e : staging_.done) {
+    if (e != nullptr) (void)cudaEventDestroy(e);
+  }
+  if (staging_.pinned != nullptr) (void)cudaFreeHost(staging_.pinned);
   for (Buffer& b : scratch_) (void)cudaFree(b.ptr);
   (void)cudaFree(errors_);
   (void)cudaFree(cublas_workspace_);
@@ -52,6 +63,38 @@ void* Context::scratch(Scratch slot, size_t bytes, bool zeroed) {
   if (zeroed) RINGLM_CUDA_CHECK(cudaMemset(b.ptr, 0, grown));
   b.bytes = grown;
   return b.ptr;
+}
+
+void Context::next_staging_half() {
+  if (staging_.pinned == nullptr) return;
+  RINGLM_CUDA_CHECK(cudaEventRecord(staging_.done[staging_.half], stream_));
+  staging_.recorded[staging_.half] = true;
+  staging_.half ^= 1;
+  staging_.used = 0;
+  if (staging_.recorded[staging_.half])
+    RINGLM_CUDA_CHECK(cudaEventSynchronize(staging_.done[staging_.half]));
+}
+
+void Context::copy_to_device(void* dst, const void* src, size_t bytes) {
+  if (bytes == 0) return;
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  RINGLM_CUDA_CHECK(cudaStreamIsCapturing(stream_, &capture));
+  const size_t aligned = (bytes + 255) / 256 * 256;
+  if (capture != cudaStreamCaptureStatusNone || aligned > kStagingHalf) {
+    RINGLM_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_));
+    return;
+  }
+  if (staging_.pinned == nullptr) {
+    RINGLM_CUDA_CHECK(cudaMallocHost(&staging_.pinned, 2 * kStagingHalf));
+    for (cudaEvent_t& e : staging_.done)
+      RINGLM_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+  }
+  if (staging_.used + aligned > kStagingHalf) next_staging_half();
+  unsigned char* at =
+      staging_.pinned + static_cast<size_t>(staging_.half) * kStagingHalf + staging_.used;
+  std::memcpy(at, src, bytes);
+  staging_.used += aligned;
+  RINGLM_CUDA_CHECK(cudaMemcpyAsync(dst, at, bytes, cudaMemcpyHostToDevice, stream_));
 }
 
 void Context::synchronize() {

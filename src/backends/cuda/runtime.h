@@ -80,6 +80,15 @@ class Context {
   uint64_t scratch_generation() const { return scratch_generation_; }
   // Waits for stream(), then throws for a recorded device-side error (and clears it).
   void synchronize();
+  // Queues a host -> device copy on stream(), through pinned staging memory when it fits: from
+  // pageable memory the driver may wait for the stream's earlier work first, which would hold
+  // the host while a launched step runs (engine/runner.h launch/collect). The staging memory is
+  // two halves used in turn; while a stream capture is under way the copy reads `src` directly
+  // (a captured copy would re-read the staging bytes on every replay).
+  void copy_to_device(void* dst, const void* src, size_t bytes);
+  // Moves the staging to its other half (once per launched step): the copies made from that half
+  // two steps ago are waited for (they have long finished when steps are collected in turn).
+  void next_staging_half();
 
  private:
   Context();
@@ -93,6 +102,14 @@ class Context {
   std::array<Buffer, static_cast<size_t>(Scratch::Count)> scratch_{};
   uint64_t scratch_generation_ = 0;
   void* cublas_workspace_ = nullptr;  // fixed, so cuBLAS calls can be captured into graphs
+  struct Staging {
+    unsigned char* pinned = nullptr;  // two halves of kStagingHalf bytes
+    int half = 0;
+    size_t used = 0;
+    cudaEvent_t done[2] = {nullptr, nullptr};  // recorded when the stream left each half
+    bool recorded[2] = {false, false};
+  };
+  Staging staging_;
 };
 
 // A run-time switch read from the environment: on unless NAME is set to "0" (same-binary A/B).

@@ -421,8 +421,7 @@ void sample(const Tensor& logits, std::span<const SampleJob> jobs, Tensor& token
   Context& ctx = Context::get();
   auto* device_jobs = static_cast<SampleJob*>(
       ctx.scratch(Scratch::SampleJobs, static_cast<size_t>(J) * sizeof(SampleJob)));
-  RINGLM_CUDA_CHECK(cudaMemcpyAsync(device_jobs, jobs.data(), jobs.size_bytes(),
-                                    cudaMemcpyHostToDevice, ctx.stream()));
+  ctx.copy_to_device(device_jobs, jobs.data(), jobs.size_bytes());
   // One block fills an SM (1024 threads × 64 registers), so launches of one job per SM lose
   // nothing against one launch of all jobs and bound the f64 weight scratch to SMs × V.
   static const int64_t per_launch = [] {

@@ -23,6 +23,10 @@ constexpr size_t kRecordBytes = (sizeof(DeviceErrorRecord) + 15) / 16 * 16;
 
 }  // namespace
 
+void begin_step_uploads() {
+  Context::get().next_staging_half();
+}
+
 void feed_tokens(Tensor& token_ids, std::span<const TokenFeed> feeds, const int32_t* argmax,
                  const int32_t* sampled) {
   if (feeds.empty()) return;
@@ -30,8 +34,7 @@ void feed_tokens(Tensor& token_ids, std::span<const TokenFeed> feeds, const int3
   const size_t bytes = feeds.size_bytes();
   // Stream-ordered scratch: the copy lands after the previous step's kernels read theirs.
   auto* device = static_cast<TokenFeed*>(ctx.scratch(Scratch::TokenFeeds, bytes));
-  RINGLM_CUDA_CHECK(
-      cudaMemcpyAsync(device, feeds.data(), bytes, cudaMemcpyHostToDevice, ctx.stream()));
+  ctx.copy_to_device(device, feeds.data(), bytes);
   const int count = static_cast<int>(feeds.size());
   constexpr int kThreads = 128;
   feed_tokens_kernel<<<(count + kThreads - 1) / kThreads, kThreads, 0, ctx.stream()>>>(

@@ -21,6 +21,10 @@ struct TokenFeed {
 };
 constexpr int32_t kFedSampleBase = 1 << 30;
 
+// Called as each step is launched: its uploads go to the other half of the backend's pinned
+// staging memory (runtime.h Context::copy_to_device), so none waits for the step before it.
+void begin_step_uploads();
+
 // token_ids[f.token] = the source id, for every feed (one small kernel on the backend stream).
 void feed_tokens(Tensor& token_ids,                 // I32[T] on the device
                  std::span<const TokenFeed> feeds,  // copied before the call returns

@@ -1,10 +1,14 @@
-// Prefill attention on tensor cores (rows with several queries, bf16/f16 K/V, head_dim 64 or
-// 128), FlashAttention-2 style with mma.sync m16n8k16 (16-bit inputs, f32 accumulation).
+// Prefill attention on tensor cores (rows with several queries, head_dim 64 or 128, bf16/f16 K/V
+// and the quantized formats), FlashAttention-2 style with mma.sync m16n8k16 (16-bit inputs, f32
+// accumulation).
 //
 // A block serves 16 consecutive queries of one row and one kv head; warp w serves query head
 // kv_head·kG + w (GQA: the kG warps share each K/V tile in shared memory). The block walks the
 // tile's visible keys (the sinks, then the window or everything up to its last query) in tiles of
-// 32: K and V rows are gathered through the block table into shared memory, then each warp
+// 32: K and V rows are gathered through the block table into shared memory (16-bit K/V as
+// stored; quantized K/V decoded by the format's reader to f32 and rounded to bf16, as the
+// decode kernel's ReaderTiles do — TurboQuant values stay rotated, the caller un-rotates the
+// output), then each warp
 // computes S = Q·Kᵀ (16 × 32), masks it per (query, key) (causal, window, sinks), updates its
 // running max / sum in log2 units and accumulates O += P·V (P rounded to the K/V dtype).
 // Precision: q·scale and P are rounded to the K/V dtype (bf16: 2^-8 relative), products
@@ -56,9 +60,49 @@ struct PrefillShared {
   int pos[kPrefillKeys];  // key positions of the tile (INT32_MAX past the end)
 };
 
-template <typename T, int kD, int kG>
-__global__ void __launch_bounds__(kG * 32)
-    prefill_tc_kernel(const AttnArgs a, const T* kc, const T* vc) {
+// The tile dtype for a reader: 16-bit dense K/V as stored, bf16 for the quantized formats.
+template <typename Kv>
+struct PrefillTileType {
+  using T = __nv_bfloat16;
+};
+template <typename E>
+struct PrefillTileType<DenseKvReader<E>> {
+  using T = E;
+};
+
+// Readers this kernel takes: 16-bit dense and every quantized format (f32 K/V keep the CUDA-core
+// kernel: no rounding of stored values).
+template <typename Kv>
+constexpr bool prefill_tc_reader() {
+  if constexpr (requires { typename Kv::Element; }) {
+    return sizeof(typename Kv::Element) == 2;
+  } else {
+    return true;
+  }
+}
+
+// Key j's dims [d0, d0 + 8) of K and V (row = slot · kv_heads + kv head) into the tile's rows.
+template <typename Kv, typename T>
+__device__ __forceinline__ void load_prefill_chunk(const Kv& kv, int64_t row, int d0, T* k_dst,
+                                                   T* v_dst) {
+  if constexpr (requires { typename Kv::Element; }) {
+    const int64_t off = row * kv.head_dim + d0;
+    *reinterpret_cast<uint4*>(k_dst) = *reinterpret_cast<const uint4*>(kv.k + off);
+    *reinterpret_cast<uint4*>(v_dst) = *reinterpret_cast<const uint4*>(kv.v + off);
+  } else {
+    float kx[8], vx[8];
+    kv.template key<8>(row, d0, kx);
+    kv.template value<8>(row, d0, vx);
+    *reinterpret_cast<uint4*>(k_dst) = make_uint4(pack2<T>(kx[0], kx[1]), pack2<T>(kx[2], kx[3]),
+                                                  pack2<T>(kx[4], kx[5]), pack2<T>(kx[6], kx[7]));
+    *reinterpret_cast<uint4*>(v_dst) = make_uint4(pack2<T>(vx[0], vx[1]), pack2<T>(vx[2], vx[3]),
+                                                  pack2<T>(vx[4], vx[5]), pack2<T>(vx[6], vx[7]));
+  }
+}
+
+template <typename Kv, int kD, int kG>
+__global__ void __launch_bounds__(kG * 32) prefill_tc_kernel(const AttnArgs a, const Kv kv) {
+  using T = typename PrefillTileType<Kv>::T;
   constexpr int kSteps = kD / 16;  // k-steps of Q·Kᵀ
   constexpr int kDimTiles = kD / 8;
   __shared__ __align__(16) PrefillShared<T, kD> sh;
@@ -121,17 +165,16 @@ __global__ void __launch_bounds__(kG * 32)
     for (int e = static_cast<int>(threadIdx.x); e < kPrefillKeys * kChunksPerRow; e += kG * 32) {
       const int j = e / kChunksPerRow, chunk = e % kChunksPerRow;
       const int i = i0 + j;
-      uint4 kx = make_uint4(0, 0, 0, 0), vx = make_uint4(0, 0, 0, 0);
       int p = INT32_MAX;
       if (i < count) {
         p = i < sinks ? i : lo + (i - sinks);
         const int64_t slot = kv_slot(a, table, p);
-        const int64_t off = (slot * a.kv_heads + kvh) * kD + chunk * 8;
-        kx = *reinterpret_cast<const uint4*>(kc + off);
-        vx = *reinterpret_cast<const uint4*>(vc + off);
+        load_prefill_chunk(kv, slot * a.kv_heads + kvh, chunk * 8, &sh.k[j][chunk * 8],
+                           &sh.v[j][chunk * 8]);
+      } else {
+        *reinterpret_cast<uint4*>(&sh.k[j][chunk * 8]) = make_uint4(0, 0, 0, 0);
+        *reinterpret_cast<uint4*>(&sh.v[j][chunk * 8]) = make_uint4(0, 0, 0, 0);
       }
-      *reinterpret_cast<uint4*>(&sh.k[j][chunk * 8]) = kx;
-      *reinterpret_cast<uint4*>(&sh.v[j][chunk * 8]) = vx;
       if (chunk == 0) sh.pos[j] = p;
     }
     __syncthreads();
@@ -245,10 +288,10 @@ __global__ void __launch_bounds__(kG * 32)
   }
 }
 
-// The rows with several queries of a step (16-bit dense K/V; prefill_tc_supported must hold).
-template <typename T>
-void launch_prefill_tc(const AttnArgs& args, const DenseKvReader<T>& kv, int64_t tokens,
-                       cudaStream_t stream) {
+// The rows with several queries of a step (prefill_tc_reader<Kv>() and prefill_tc_supported
+// must hold).
+template <typename Kv>
+void launch_prefill_tc(const AttnArgs& args, const Kv& kv, int64_t tokens, cudaStream_t stream) {
   // Tiles: at most tokens / 16 + one partial tile per row.
   const dim3 grid(
       static_cast<unsigned>((tokens + kPrefillQueries - 1) / kPrefillQueries + args.num_rows),
@@ -257,16 +300,16 @@ void launch_prefill_tc(const AttnArgs& args, const DenseKvReader<T>& kv, int64_t
   auto go = [&]<int kD>() {
     switch (group) {
       case 1:
-        prefill_tc_kernel<T, kD, 1><<<grid, 32, 0, stream>>>(args, kv.k, kv.v);
+        prefill_tc_kernel<Kv, kD, 1><<<grid, 32, 0, stream>>>(args, kv);
         break;
       case 2:
-        prefill_tc_kernel<T, kD, 2><<<grid, 64, 0, stream>>>(args, kv.k, kv.v);
+        prefill_tc_kernel<Kv, kD, 2><<<grid, 64, 0, stream>>>(args, kv);
         break;
       case 4:
-        prefill_tc_kernel<T, kD, 4><<<grid, 128, 0, stream>>>(args, kv.k, kv.v);
+        prefill_tc_kernel<Kv, kD, 4><<<grid, 128, 0, stream>>>(args, kv);
         break;
       default:
-        prefill_tc_kernel<T, kD, 8><<<grid, 256, 0, stream>>>(args, kv.k, kv.v);
+        prefill_tc_kernel<Kv, kD, 8><<<grid, 256, 0, stream>>>(args, kv);
         break;
     }
   };
