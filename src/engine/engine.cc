@@ -380,7 +380,9 @@ std::optional<InFlight> Engine::Impl::launch_step() {
   }
   // A logit row goes to the host unless every choice it samples for is plain greedy (the
   // device's argmax) or, on a GPU, samplable there (device_samples, in row and target order).
-  const bool on_device = model.device() != Device::CPU;
+  // GPU models (and CPU tests emulating them): ids come back from the device, and a next step
+  // can be fed from them.
+  const bool on_device = runner.device_outputs();
   const bool device_sampling = on_device && runner.config().device_sampling;
   f.host_rows.assign(plan.logit_tokens().size(), 1);
   std::vector<Runner::DeviceSample> device_samples;

@@ -6,6 +6,7 @@
 #include <deque>
 
 #include "core/log.h"
+#include "engine/sampler.h"
 #include "engine/scheduler.h"
 #include "ops/ops.h"
 #ifdef RINGLM_HAS_CUDA
@@ -223,7 +224,12 @@ void Runner::launch(kv::StepPlan& plan, std::span<const char> host_rows,
   l.host_rows.assign(host_rows.begin(), host_rows.end());
   l.samples = static_cast<int64_t>(device_samples.size());
   if (model_.device() == Device::CPU) {
-    RINGLM_CHECK(device_samples.empty(), "step_select: device samples on a CPU model");
+    RINGLM_CHECK(device_samples.empty() || config_.emulate_device_outputs,
+                 "step_select: device samples on a CPU model");
+    if (config_.emulate_device_outputs) {
+      l.device_samples.assign(device_samples.begin(), device_samples.end());
+      l.feeds.assign(feeds.begin(), feeds.end());
+    }
     launched_.push_back(std::move(l));  // collect() runs it
     return;
   }
@@ -255,7 +261,11 @@ Runner::Selected Runner::collect() {
   launched_.pop_front();
   Selected out;
   if (model_.device() == Device::CPU) {
-    out.logits = forward(*l.plan);
+    if (config_.emulate_device_outputs) {
+      emulate_device_step(l, out);
+    } else {
+      out.logits = forward(*l.plan);
+    }
     return out;
   }
 #ifdef RINGLM_HAS_CUDA
@@ -283,6 +293,35 @@ Runner::Selected Runner::collect() {
   }
 #endif
   return out;
+}
+
+void Runner::emulate_device_step(Launched& l, Selected& out) {
+  for (const Feed& f : l.feeds) {
+    const bool sampled = f.source >= kFedSample;
+    const auto i = static_cast<size_t>(sampled ? f.source - kFedSample : f.source);
+    const std::vector<int32_t>& ids = sampled ? emulated_sampled_ : emulated_argmax_;
+    RINGLM_CHECK(i < ids.size(), "Runner: feed from id ", i, " of ", ids.size());
+    l.plan->set_token(f.token, ids[i]);
+  }
+  out.logits = forward(*l.plan);
+  const int64_t rows = out.logits.size(0), vocab = out.logits.size(1);
+  const auto row = [&](int64_t r) {
+    return std::span<const float>(out.logits.row<float>(r), static_cast<size_t>(vocab));
+  };
+  for (int64_t r = 0; r < rows; ++r) out.argmax.push_back(argmax_token(row(r)));
+  for (const DeviceSample& s : l.device_samples) {
+    SamplingParams params;
+    params.temperature = s.temperature;
+    params.top_p = s.top_p;
+    params.min_p = s.min_p;
+    params.top_k = s.top_k;
+    params.want_logprobs = s.want_logprob;
+    const TokenInfo info = sample_processed(row(s.row), params, s.u);
+    out.sampled.push_back(info.token);
+    out.sampled_logprobs.push_back(info.logprob);
+  }
+  emulated_argmax_ = out.argmax;
+  emulated_sampled_ = out.sampled;
 }
 
 void Runner::abandon_launched() {

@@ -55,6 +55,10 @@ struct RunnerConfig {
   // temperature, top_k, top_p and min_p (step_select's device_samples); false keeps every
   // sampled choice on the host sampler.
   bool device_sampling = true;
+  // CPU models (tests): steps return what a GPU step returns — the argmax of every wanted row and
+  // the device samples (engine/sampler.h's sample_processed, the GPU sampler's rules) — and fed
+  // tokens come from the previous step's ids, so the engine's GPU-side choices run in CPU tests.
+  bool emulate_device_outputs = false;
 };
 // The device comes from the model (models::load_model(dir, device)).
 
@@ -125,6 +129,11 @@ class Runner {
   Selected collect();
   // Steps launched and not collected.
   int launched() const { return static_cast<int>(launched_.size()); }
+  // Whether steps return device ids (argmax, device samples) and take feeds: GPU models, and
+  // CPU models with RunnerConfig::emulate_device_outputs.
+  bool device_outputs() const {
+    return model_.device() != Device::CPU || config_.emulate_device_outputs;
+  }
   // Forgets the launched steps after an error (GPU models wait for the stream first).
   void abandon_launched();
   // GPU models: decode steps replayed from a captured CUDA graph so far (0 on CPU).
@@ -151,9 +160,15 @@ class Runner {
     int64_t samples = 0;
     int slot = 0;   // GPU models: cuda::StepOutputs slot
     Tensor logits;  // GPU models: the device logits
+    // CPU models emulating device outputs: applied in collect()
+    std::vector<DeviceSample> device_samples;
+    std::vector<Feed> feeds;
   };
   std::deque<Launched> launched_;
   int next_slot_ = 0;
+  // The ids the last collected step returned (CPU emulation of device outputs).
+  void emulate_device_step(Launched& l, Selected& out);
+  std::vector<int32_t> emulated_argmax_, emulated_sampled_;
 
   std::unique_ptr<Arena> arena_;
   std::vector<float> logits_;

@@ -235,18 +235,25 @@ void fill_logprobs(std::span<const float> processed, int top_n, TokenInfo& info)
 
 }  // namespace
 
+TokenInfo sample_processed(std::span<const float> processed, const SamplingParams& params,
+                           double u) {
+  TokenInfo info;
+  if (params.temperature == 0.0f) {
+    info.token = argmax_token(processed);
+  } else {
+    const auto weights = sampling_weights(processed, params);
+    info.token = pick_token(weights, u);
+  }
+  if (params.want_logprobs || params.logprobs > 0) fill_logprobs(processed, params.logprobs, info);
+  return info;
+}
+
 TokenInfo sample_token(std::span<float> logits, const SampleInput& input) {
   const SamplingParams& params = *input.params;
   process_logits(logits, params, *input.history, input.suppressed);
-  TokenInfo info;
-  if (params.temperature == 0.0f) {
-    info.token = argmax_token(logits);
-  } else {
-    const auto weights = sampling_weights(logits, params);
-    info.token = pick_token(weights, philox_uniform(input.seed, input.choice, input.index));
-  }
-  if (params.want_logprobs || params.logprobs > 0) fill_logprobs(logits, params.logprobs, info);
-  return info;
+  const double u =
+      params.temperature == 0.0f ? 0.0 : philox_uniform(input.seed, input.choice, input.index);
+  return sample_processed(logits, params, u);
 }
 
 }  // namespace ringlm::engine

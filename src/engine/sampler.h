@@ -66,4 +66,9 @@ struct SampleInput {
 // the result are filled when params->want_logprobs or params->logprobs > 0.
 TokenInfo sample_token(std::span<float> logits, const SampleInput& input);
 
+// Steps 4-6 on logits already processed, with the uniform given (ignored at temperature 0): what
+// the GPU sampler computes for a choice without bias, penalties or suppressed ids.
+TokenInfo sample_processed(std::span<const float> processed, const SamplingParams& params,
+                           double u);
+
 }  // namespace ringlm::engine

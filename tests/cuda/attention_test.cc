@@ -10,6 +10,7 @@
 #include <random>
 #include <vector>
 
+#include "backends/cuda/cuda_ops.h"
 #include "backends/cuda/device_rows.h"
 #include "cuda_test_util.h"
 #include "ops/ops.h"
@@ -64,15 +65,18 @@ AttentionParams params_for(const Config& c) {
 
 // Rows on tensor cores round q·scale and the softmax weights to the K/V dtype (unit roundoff u):
 // the score error gains u·scale·Σ|q·k| and the output u·max|v| (Σ p̃·v / l with p̃ = p(1 + δ),
-// |δ| ≤ u). Prefill rows (device/attention_prefill.cuh): 16-bit K/V, head_dim 64 or 128, 1, 2, 4
-// or 8 query heads per KV head; decode rows (device/attention_decode_tc.cuh): 16-bit K/V,
+// |δ| ≤ u). Prefill rows (device/attention_prefill.cuh): 16-bit K/V, head_dim 64, 128 or 256,
+// 1, 2, 4 or 8 query heads per KV head; decode rows (device/attention_decode_tc.cuh): 16-bit K/V,
 // head_dim 64, 128 or 256.
 double tensor_core_roundoff(const Config& c, int queries_in_row) {
   const int group = c.q_heads / c.kv_heads;
   if (c.dtype != DType::BF16 && c.dtype != DType::F16) return 0.0;
-  const bool tc = queries_in_row > 1 ? (c.head_dim == 64 || c.head_dim == 128) &&
-                                           (group == 1 || group == 2 || group == 4 || group == 8)
-                                     : c.head_dim == 64 || c.head_dim == 128 || c.head_dim == 256;
+  const bool tc_dim = c.head_dim == 64 || c.head_dim == 128 || c.head_dim == 256;
+  const bool prefill_dim =
+      c.head_dim == 64 || c.head_dim == 128 || (c.head_dim == 256 && cuda::prefill_tc_extended());
+  const bool tc = queries_in_row > 1
+                      ? prefill_dim && (group == 1 || group == 2 || group == 4 || group == 8)
+                      : tc_dim;
   if (!tc) return 0.0;
   return c.dtype == DType::BF16 ? std::ldexp(1.0, -8) : std::ldexp(1.0, -11);
 }
@@ -165,6 +169,21 @@ TEST(CudaAttention, MatchesReferenceAcrossShapes) {
       for (const Config& c : cs) check_config(c, seed++);
     }
   }
+}
+
+// head_dim 256 prefill rows on the CUDA-core kernel (f32), as RINGLM_CUDA_PREFILL_TC_EXTENDED=0
+// runs them: still matching the reference.
+TEST(CudaAttention, CudaCorePrefillAtHeadDim256) {
+  RINGLM_REQUIRE_GPU();
+  cuda::set_prefill_tc_extended(false);
+  uint32_t seed = 300;
+  for (DType dt : {DType::BF16, DType::F16}) {
+    const Config cs[] = {{dt, 256, 4, 4, 16, 0, 0.0f},
+                         {dt, 256, 8, 2, 5, 32, 20.0f},
+                         {dt, 256, 8, 4, 16, 24, 0.0f, 4}};
+    for (const Config& c : cs) check_config(c, seed++);
+  }
+  cuda::set_prefill_tc_extended(true);
 }
 
 // Long decode contexts (up to 128 parts of 64 keys, then longer parts), windowed and not, with

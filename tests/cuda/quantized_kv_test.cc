@@ -24,6 +24,7 @@
 #include <utility>
 #include <vector>
 
+#include "backends/cuda/cuda_ops.h"
 #include "backends/cuda/device_rows.h"
 #include "backends/cuda/quantized_kv.h"
 #include "cuda_test_util.h"
@@ -385,12 +386,13 @@ struct Problem {
     double delta = max_dot_err + 4 * kEps * max_score + 2 * kEps;
     // Rows on tensor cores round q, K, V and the weights to bf16 (u = 2^-8): scores move by
     // ≤ 2u·scale·Σ|q·k|, the accumulated output by ≤ 2u·max|v| (TurboQuant: in the rotated
-    // domain, ≤ √D times that after un-rotation). Decode rows at head_dim 64/128/256; rows with
-    // several queries at 64/128 (GQA groups of 1, 2, 4, 8) unless the prefill switch is off.
+    // domain, ≤ √D times that after un-rotation). Head dims 64/128/256: decode rows, and rows
+    // with several queries (GQA groups of 1, 2, 4, 8) unless the prefill switch is off.
     const int group = c.q_heads / c.kv_heads;
-    const bool prefill_tc = cuda::prefill_tc_quantized() && (D == 64 || D == 128) &&
+    const bool tc_dim = D == 64 || D == 128 || D == 256;
+    const bool prefill_tc = cuda::prefill_tc_extended() && tc_dim &&
                             (group == 1 || group == 2 || group == 4 || group == 8);
-    const bool tensor_cores = n == 1 ? (D == 64 || D == 128 || D == 256) : prefill_tc;
+    const bool tensor_cores = n == 1 ? tc_dim : prefill_tc;
     const double u = tensor_cores ? std::ldexp(1.0, -8) : 0.0;
     delta += 2 * u * max_mag * params.scale;
     double bound =
@@ -465,12 +467,12 @@ TEST(CudaQuantizedKv, TurboAttentionMatchesCpu) {
 // tensor-core prefill does not take still run: the prefill switch off.
 TEST(CudaQuantizedKv, CudaCorePrefillMatchesCpu) {
   RINGLM_REQUIRE_GPU();
-  cuda::set_prefill_tc_quantized(false);
+  cuda::set_prefill_tc_extended(false);
   uint32_t seed = 900;
   for (const Format& f : {kAffine[0], kAttentionTurbo[0]})
     for (int D : {64, 128})
       for (const Config& c : configs_for(D)) check_attention(f, c, seed++);
-  cuda::set_prefill_tc_quantized(true);
+  cuda::set_prefill_tc_extended(true);
 }
 
 // A step of decode rows only: the split-K merge un-rotates the TurboQuant output, and its parts

@@ -1,7 +1,8 @@
 // Runner::launch/collect on a CPU model: steps launched before the last is collected (the caller
-// writes the fed tokens into the plan, as the engine does) decode the same tokens as one step at
-// a time, on full and sliding layouts; the contract's misuse is a clear error. The GPU side
-// (tokens fed on the device, from the argmax or device samples) is in tests/cuda/engine_test.cc.
+// writes the fed tokens into the plan, as the engine does; or, emulating a GPU's outputs, the
+// runner feeds them from the last step's ids) decode the same tokens as one step at a time, on
+// full and sliding layouts; the contract's misuse is a clear error. The GPU side (tokens fed on
+// the device, from the argmax or device samples) is in tests/cuda/engine_test.cc.
 #include <gtest/gtest.h>
 
 #include <random>
@@ -42,6 +43,24 @@ TEST(RunnerOverlap, LaunchedAheadDecodesAsOneStepAtATime) {
     EXPECT_EQ(overlapped, one_at_a_time) << fixture;
     EXPECT_EQ(one_at_a_time[0].size(), 21u);
     EXPECT_EQ(runner.launched(), 0);
+  }
+}
+
+// A CPU runner emulating a GPU's outputs: the fed tokens come from the previous step's argmax or
+// device samples through Runner::Feed alone (nothing is written into the plan).
+TEST(RunnerOverlap, FeedsOfEmulatedDeviceOutputs) {
+  auto model = models::load_model(testing::fixture_model_dir("llama3"));
+  RunnerConfig config = small_runner();
+  config.emulate_device_outputs = true;
+  Runner runner(*model, config);
+  for (const float temperature : {0.0f, 1.5f}) {
+    testing::OverlapDecode d;
+    d.steps = 16;
+    d.temperature = temperature;
+    const auto one_at_a_time = testing::runner_decode(runner, prompts(4), d);
+    d.overlap = true;
+    EXPECT_EQ(testing::runner_decode(runner, prompts(4), d), one_at_a_time)
+        << "temperature " << temperature;
   }
 }
 

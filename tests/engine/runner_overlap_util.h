@@ -17,7 +17,7 @@ namespace ringlm::testing {
 struct OverlapDecode {
   int steps = 12;
   bool overlap = false;
-  // GPU models: every row sampled on the device with this temperature (0: the argmax).
+  // Device outputs: every row sampled on the device with this temperature (0: the argmax).
   float temperature = 0.0f;
 };
 
@@ -34,9 +34,11 @@ inline std::vector<std::vector<int32_t>> runner_decode(
     EXPECT_TRUE(cache.append(seqs.back(), static_cast<int64_t>(p.size())));
     prefill.push_back({seqs.back(), p, 0, false, true});
   }
-  const bool gpu = runner.model().device() != Device::CPU;
+  // GPU models (or CPU ones emulating them) return ids and take feeds; plain CPU models return
+  // logits, and the fed tokens are written into the plan.
+  const bool device = runner.device_outputs();
   std::vector<engine::Runner::DeviceSample> samples;
-  if (gpu && d.temperature > 0.0f) {
+  if (device && d.temperature > 0.0f) {
     for (size_t r = 0; r < rows; ++r)
       samples.push_back({static_cast<int64_t>(r), d.temperature, 1.0f, 0.0f, 0,
                          0.1 + 0.8 * static_cast<double>(r) / static_cast<double>(rows)});
@@ -62,7 +64,7 @@ inline std::vector<std::vector<int32_t>> runner_decode(
     }
     for (size_t r = 0; r < rows; ++r) {
       out[r].push_back(next[r]);
-      if (fed_plan != nullptr) fed_plan->set_token(static_cast<int64_t>(r), next[r]);
+      if (fed_plan != nullptr && !device) fed_plan->set_token(static_cast<int64_t>(r), next[r]);
     }
   };
   std::unique_ptr<kv::StepPlan> plans[2];

@@ -172,8 +172,8 @@ std::atomic<bool>& affine_prefetch_flag() {
   return enabled;
 }
 
-std::atomic<bool>& prefill_tc_quantized_flag() {
-  static std::atomic<bool> enabled{env_switch_on("RINGLM_CUDA_QUANT_PREFILL_TC")};
+std::atomic<bool>& prefill_tc_extended_flag() {
+  static std::atomic<bool> enabled{env_switch_on("RINGLM_CUDA_PREFILL_TC_EXTENDED")};
   return enabled;
 }
 }  // namespace
@@ -202,12 +202,12 @@ bool decode_merge_in_kernel() {
   return merge_in_kernel_flag().load();
 }
 
-void set_prefill_tc_quantized(bool enabled) {
-  prefill_tc_quantized_flag().store(enabled);
+void set_prefill_tc_extended(bool enabled) {
+  prefill_tc_extended_flag().store(enabled);
 }
 
-bool prefill_tc_quantized() {
-  return prefill_tc_quantized_flag().load();
+bool prefill_tc_extended() {
+  return prefill_tc_extended_flag().load();
 }
 
 void attention(const Tensor& q, const ops::KvLayerView& kv, const ops::AttentionRows& rows,

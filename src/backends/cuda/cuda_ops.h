@@ -178,12 +178,13 @@ bool decode_affine_prefetch();
 // environment sets RINGLM_CUDA_MERGE_IN_KERNEL=0 or a test turns it off.
 void set_decode_merge_in_kernel(bool enabled);
 bool decode_merge_in_kernel();
-// Whether rows with several queries (prefill chunks) over quantized K/V (affine, TurboQuant;
-// head_dim 64/128) run on the tensor-core prefill kernel, K/V decoded to bf16 tiles shared by a
-// tile's queries and heads, instead of the CUDA-core kernel (f32, every key read per query
-// head). On unless the environment sets RINGLM_CUDA_QUANT_PREFILL_TC=0 or a test turns it off.
-void set_prefill_tc_quantized(bool enabled);
-bool prefill_tc_quantized();
+// Whether rows with several queries (prefill chunks) over quantized K/V (affine, TurboQuant; K/V
+// decoded to bf16 tiles shared by a tile's queries and heads) and at head_dim 256 run on the
+// tensor-core prefill kernel, as 16-bit K/V at head_dims 64/128 always do, instead of the
+// CUDA-core kernel (f32, every key read once per query head). On unless the environment sets
+// RINGLM_CUDA_PREFILL_TC_EXTENDED=0 or a test turns it off.
+void set_prefill_tc_extended(bool enabled);
+bool prefill_tc_extended();
 
 // head_dim <= kMaxHeadDim.
 constexpr int kMaxHeadDim = 256;

@@ -169,15 +169,17 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
 }
 
 // Rows with several queries (with split_decode off, every row): on tensor cores where the format
-// and shape allow (device/attention_prefill.cuh; quantized formats unless prefill_tc_quantized()
-// is off), else one block per (token, head), which reads every key once per query head.
+// and shape allow (device/attention_prefill.cuh; quantized formats and head_dim 256 unless
+// prefill_tc_extended() is off), else one block per (token, head), which reads every key once
+// per query head.
 template <typename Kv, int kChunks>
 void launch_multi_query(const AttnArgs& args, const Kv& kv, int64_t T, cudaStream_t stream) {
   if constexpr (device::prefill_tc_reader<Kv>()) {
     constexpr bool quantized = !requires {
       typename Kv::Element;
     };
-    if (args.split_decode && (!quantized || prefill_tc_quantized()) &&
+    const bool extended = quantized || args.head_dim == 256;
+    if (args.split_decode && (!extended || prefill_tc_extended()) &&
         device::prefill_tc_supported(args.head_dim, args.q_heads / args.kv_heads)) {
       device::launch_prefill_tc(args, kv, T, stream);
       return;

@@ -1,4 +1,4 @@
-// Prefill attention on tensor cores (rows with several queries, head_dim 64 or 128, bf16/f16 K/V
+// Prefill attention on tensor cores (rows with several queries, head_dim 64/128/256, bf16/f16 K/V
 // and the quantized formats), FlashAttention-2 style with mma.sync m16n8k16 (16-bit inputs, f32
 // accumulation).
 //
@@ -13,6 +13,8 @@
 // running max / sum in log2 units and accumulates O += P·V (P rounded to the K/V dtype).
 // Precision: q·scale and P are rounded to the K/V dtype (bf16: 2^-8 relative), products
 // accumulate in f32. Each query's result depends only on its row (fixed tiles from the row start).
+// Registers (ptxas, sm_90a): 96-171 at head_dim 64/128; 255 at 256 (Q fragments and O take 192),
+// with 8 bytes of spills for the quantized readers.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -30,7 +32,7 @@ namespace ringlm::cuda::device {
 constexpr int kPrefillQueries = 16, kPrefillKeys = 32;
 
 inline bool prefill_tc_supported(int head_dim, int group) {
-  return (head_dim == 64 || head_dim == 128) &&
+  return (head_dim == 64 || head_dim == 128 || head_dim == 256) &&
          (group == 1 || group == 2 || group == 4 || group == 8);
 }
 
@@ -315,8 +317,10 @@ void launch_prefill_tc(const AttnArgs& args, const Kv& kv, int64_t tokens, cudaS
   };
   if (args.head_dim == 64) {
     go.template operator()<64>();
-  } else {
+  } else if (args.head_dim == 128) {
     go.template operator()<128>();
+  } else {
+    go.template operator()<256>();
   }
   check_launch("prefill_tc_kernel");
 }
