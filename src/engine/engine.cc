@@ -87,7 +87,8 @@ struct InFlight {
   struct SampledRow {
     RequestId request;
     Choice* choice;
-    int64_t row;  // logit row
+    int64_t row;    // logit row
+    int64_t index;  // of its token among the choice's generated ones (chainable steps)
   };
   std::vector<SampledRow> sampled;
   // Input tokens fed from the step before (placeholders when this step was planned).
@@ -391,7 +392,7 @@ std::optional<InFlight> Engine::Impl::launch_step() {
     if (plan.logits_count(static_cast<int>(r)) == 0) continue;
     auto* owner = static_cast<Choice*>(f.step.seqs[r]->owner);
     const int64_t row = plan.logits_begin(static_cast<int>(r));
-    f.sampled.push_back({owner->active->id, owner, row});
+    f.sampled.push_back({owner->active->id, owner, row, owner->generated()});
     const std::vector<Choice*> targets = row_targets(owner);
     bool host = false;
     for (Choice* t : targets) {
@@ -416,6 +417,8 @@ std::optional<InFlight> Engine::Impl::launch_step() {
   if (f.chainable) {
     for (const InFlight::SampledRow& s : f.sampled) {
       Choice& c = *s.choice;
+      // Its last token by max_tokens: no next row for it (it ends when this step is collected).
+      if (s.index + 1 >= c.active->request.stop.max_tokens) continue;
       const auto slot = f.device_slot.find(&c);
       c.feed_source = slot != f.device_slot.end()
                           ? Runner::kFedSample + static_cast<int32_t>(slot->second)
@@ -468,8 +471,7 @@ void Engine::Impl::finish_step(InFlight& f) {
     }
     for (Choice* target : targets) {
       if (target->finished) continue;
-      const int64_t index =
-          f.chainable ? target->placeholders.front() - target->seq.prompt_len : target->generated();
+      const int64_t index = f.chainable ? s.index : target->generated();
       jobs.push_back({a.id, target, s.row, index, {}});
     }
   }
