@@ -4,6 +4,7 @@
 #include "engine/engine.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <condition_variable>
 #include <deque>
@@ -413,6 +414,7 @@ std::optional<InFlight> Engine::Impl::launch_step() {
     f.chainable = f.chainable && targets.size() == 1 && (!on_device || !host);
   }
   runner.launch(*f.plan, f.host_rows, device_samples, feeds);
+  ++counters.steps_total;
   scheduler->complete(f.step);
   if (f.chainable) {
     for (const InFlight::SampledRow& s : f.sampled) {
@@ -447,7 +449,10 @@ void Engine::Impl::finish_step(InFlight& f) {
                      "the request needs more KV cache than the engine has");
   };
   if (f.step.empty()) return end_failed();
+  const auto wait_start = std::chrono::steady_clock::now();
   const Runner::Selected out = runner.collect();
+  counters.step_wait_seconds_total +=
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - wait_start).count();
   // Who samples from which row, in row order; forks are made here.
   struct Job {
     RequestId request;  // checked before `target` is touched: a finished request is freed
@@ -551,6 +556,8 @@ void Engine::Impl::loop() {
       cancelled.swap(cancels);
       stop = stopping;
     }
+    const auto busy_start = std::chrono::steady_clock::now();
+    const double wait_before = counters.step_wait_seconds_total;
     for (auto& a : arrived) admit_new(std::move(a));
     for (RequestId id : cancelled) cancel_request(id, FinishReason::Cancelled, "");
     if (stop) {
@@ -584,6 +591,9 @@ void Engine::Impl::loop() {
       in_flight.reset();
       while (!active.empty()) cancel_request(active.begin()->first, FinishReason::Error, e.what());
     }
+    const double busy =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - busy_start).count();
+    counters.host_seconds_total += busy - (counters.step_wait_seconds_total - wait_before);
     publish_stats();
     drained.notify_all();
   }

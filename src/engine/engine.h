@@ -122,6 +122,12 @@ struct EngineStats {
   int64_t generation_tokens_total = 0;
   int64_t requests_finished_total = 0;
   int64_t preemptions_total = 0;
+  int64_t steps_total = 0;  // steps launched
+  // The engine thread's time with work to do: waiting for launched steps' results (on a CPU
+  // model, their forward), and everything else (host work between steps). On a GPU with
+  // overlapped steps the host work hides behind the device's step while the wait stays above 0.
+  double step_wait_seconds_total = 0;
+  double host_seconds_total = 0;
 };
 
 class Engine {

@@ -108,6 +108,12 @@ std::string Metrics::render(const engine::EngineStats& s) const {
          d(s.prefix_cache_queries));
   metric(out, "ringlm_preemptions_total", "counter", "Requests preempted for KV room.",
          d(s.preemptions_total));
+  metric(out, "ringlm_engine_steps_total", "counter", "Engine steps launched.", d(s.steps_total));
+  metric(out, "ringlm_engine_step_wait_seconds_total", "counter",
+         "Engine thread time waiting for launched steps' results.", s.step_wait_seconds_total);
+  metric(out, "ringlm_engine_host_seconds_total", "counter",
+         "Engine thread time on host work between steps (scheduling, sampling, stops, events).",
+         s.host_seconds_total);
   return out;
 }
 

@@ -113,6 +113,10 @@ TEST(Engine, GreedyEqualsGenerateGreedy) {
   EXPECT_EQ(stats.requests_running + stats.requests_waiting, 0);
   EXPECT_EQ(stats.generation_tokens_total, 80);
   EXPECT_EQ(stats.prefix_cache_queries, 4);
+  // 4 prompts of 5-90 tokens in chunks of at most 64, then 19 decode steps of each.
+  EXPECT_GE(stats.steps_total, 20);
+  EXPECT_GT(stats.step_wait_seconds_total, 0.0);  // a CPU model: the forwards
+  EXPECT_GT(stats.host_seconds_total, 0.0);
 }
 
 // The target requests run alone (a fresh engine each), then all together with other requests of

@@ -254,4 +254,7 @@ test('a client that disconnects mid-stream gets its request cancelled and KV fre
   const generated = m.value('ringlm_generation_tokens_total') -
                     before.value('ringlm_generation_tokens_total');
   assert.ok(generated < 900, `${generated} tokens generated after the client left`);
+  assert.ok(m.value('ringlm_engine_steps_total') > before.value('ringlm_engine_steps_total'),
+            m.text);
+  assert.ok(m.value('ringlm_engine_step_wait_seconds_total') > 0, m.text);
 });
