@@ -55,6 +55,17 @@ def start_server(args):
     raise SystemExit("ringlm serve exited before listening")
 
 
+def engine_counters(host, port):
+    """The engine's step counters from /metrics: steps, wait seconds, host seconds."""
+    conn = http.client.HTTPConnection(host, port, timeout=30)
+    conn.request("GET", "/metrics")
+    text = conn.getresponse().read().decode()
+    conn.close()
+    value = lambda name: float(re.search(rf"^{name} (\S+)$", text, re.M).group(1))
+    return [value(f"ringlm_engine_{n}") for n in ("steps_total", "step_wait_seconds_total",
+                                                   "host_seconds_total")]
+
+
 def prompt(args, vocab, i):
     span = min(vocab - 3, 250)
     return [3 + ((k * 31 + i * 17) % span) for k in range(args.prompt_len)]
@@ -130,9 +141,11 @@ def main():
         one(args, host, port, vocab, 0)  # warm-up
         print(f"model {args.model}, prompt {args.prompt_len} tokens, {args.gen} generated, "
               f"temperature {args.temperature}, top_p {args.top_p}, serve {' '.join(args.extra)}")
+        # Engine host ms per step, and the share of the engine thread's busy time spent waiting
+        # for step results (near 0 on a GPU: the host sets the pace).
         print("| concurrency | tok/s | TTFT p50/p90/p99 ms | ITL p50/p90/p99 ms "
-              "| TPOT p50/p90/p99 ms |")
-        print("|---|---|---|---|---|")
+              "| TPOT p50/p90/p99 ms | host ms/step | wait share |")
+        print("|---|---|---|---|---|---|---|")
         for c in (int(x) for x in args.concurrency.split(",")):
             total = max(args.requests, c)  # every stream of the level busy at once
             # Stream s sends requests s, s + c, ...; the streams are spread over processes (one
@@ -141,18 +154,22 @@ def main():
             groups = [[(s, list(range(s, total, c))) for s in range(c) if s % procs == g]
                       for g in range(procs)]
             # spawn, not fork: this process runs a thread (the server's stdout drain).
+            before = engine_counters(host, port)
             with multiprocessing.get_context("spawn").Pool(procs) as pool:
                 t0 = time.perf_counter()
                 results = [r for part in pool.starmap(
                     run_streams, [(args, host, port, vocab, g) for g in groups]) for r in part]
                 seconds = time.perf_counter() - t0
+            steps, wait, host_s = (a - b for a, b in zip(engine_counters(host, port), before))
+            host_ms = 1e3 * host_s / max(steps, 1)
+            wait_share = wait / max(wait + host_s, 1e-9)
             tokens = sum(r[2] for r in results)
             ttft = [r[0] for r in results]
             itl = [x for r in results for x in r[1]]
             tpot = [r[3] for r in results]
             three = lambda xs: " / ".join(f"{pct(xs, p):.1f}" for p in (50, 90, 99))
-            print(f"| {c} | {tokens / seconds:.1f} | {three(ttft)} | {three(itl)} | {three(tpot)} |",
-                  flush=True)
+            print(f"| {c} | {tokens / seconds:.1f} | {three(ttft)} | {three(itl)} | {three(tpot)} "
+                  f"| {host_ms:.3f} | {wait_share:.2f} |", flush=True)
             if args.json:
                 with open(args.json, "a") as out:
                     out.write(json.dumps({
@@ -160,7 +177,9 @@ def main():
                         "temperature": args.temperature, "top_p": args.top_p,
                         "ttft_ms_p50": pct(ttft, 50), "ttft_ms_p99": pct(ttft, 99),
                         "itl_ms_p50": pct(itl, 50), "itl_ms_p99": pct(itl, 99),
-                        "tpot_ms_p50": pct(tpot, 50), "serve": args.extra}) + "\n")
+                        "tpot_ms_p50": pct(tpot, 50), "engine_steps": steps,
+                        "engine_host_ms_per_step": host_ms, "engine_wait_share": wait_share,
+                        "serve": args.extra}) + "\n")
     finally:
         server.terminate()
         server.wait()
