@@ -585,11 +585,14 @@ void Engine::Impl::loop() {
         in_flight.reset();
       }
     } catch (const std::exception& e) {
-      // A failed step leaves its rows' KV undefined: every running request ends with the error.
+      // A failed step leaves its rows' KV undefined: every running request ends with the error,
+      // and the prefix cache is dropped (the blocks those requests just stored may hold the
+      // launched steps' positions: a step's tokens count as computed from its launch).
       RINGLM_LOG(Error, "engine: step failed: ", e.what());
       runner.abandon_launched();
       in_flight.reset();
       while (!active.empty()) cancel_request(active.begin()->first, FinishReason::Error, e.what());
+      if (prefix) prefix->clear();
     }
     const double busy =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - busy_start).count();
