@@ -174,11 +174,8 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
 // per query head.
 template <typename Kv, int kChunks>
 void launch_multi_query(const AttnArgs& args, const Kv& kv, int64_t T, cudaStream_t stream) {
-  if constexpr (device::prefill_tc_reader<Kv>()) {
-    constexpr bool quantized = !requires {
-      typename Kv::Element;
-    };
-    const bool extended = quantized || args.head_dim == 256;
+  if constexpr (device::tensor_core_reader<Kv>()) {
+    const bool extended = !device::dense_reader<Kv>() || args.head_dim == 256;
     if (args.split_decode && (!extended || prefill_tc_extended()) &&
         device::prefill_tc_supported(args.head_dim, args.q_heads / args.kv_heads)) {
       device::launch_prefill_tc(args, kv, T, stream);
@@ -196,7 +193,7 @@ void launch(const AttnArgs& args, const Kv& kv, const RowsSummary& summary, int6
   if (summary.other_rows > 0 || !args.split_decode)
     launch_multi_query<Kv, kChunks>(args, kv, T, stream);
   if (!args.split_decode || summary.decode_rows == 0) return;
-  if constexpr (device::tc_decode_reader<Kv>()) {
+  if constexpr (device::tensor_core_reader<Kv>()) {
     if (device::decode_tc_supported(args.head_dim)) {
       // Merging in the decode kernel (same bits) pays off where the merge also un-rotates
       // (TurboQuant decode-only steps) and the batch is small: k8v3 at 32k, +3.6 % at batch 1,

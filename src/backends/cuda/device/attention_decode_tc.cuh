@@ -35,20 +35,9 @@
 
 namespace ringlm::cuda::device {
 
-// Head dims this kernel serves (any GQA ratio; formats: tc_decode_reader).
+// Head dims this kernel serves (any GQA ratio; formats: tensor_core_reader, kv_load.cuh).
 inline bool decode_tc_supported(int head_dim) {
   return head_dim == 64 || head_dim == 128 || head_dim == 256;
-}
-
-// Readers whose K/V the kernel reads: 16-bit dense (copied as is) and quantized formats
-// (decoded to bf16). f32 K/V keep the CUDA-core kernel (no rounding of stored values).
-template <typename Kv>
-constexpr bool tc_decode_reader() {
-  if constexpr (requires { typename Kv::Element; }) {
-    return sizeof(typename Kv::Element) == 2;
-  } else {
-    return true;
-  }
 }
 
 template <typename Source, int kD>
@@ -214,7 +203,7 @@ void launch_decode_tc_dim(const AttnArgs& args, const Kv& kv, cudaStream_t strea
   launch_decode_tc_with<Source, kD>(args, make_tile_source<Kv, kD>(kv), stream);
 }
 
-// The decode rows of a step (decode_tc_supported(head_dim) and tc_decode_reader<Kv>() must hold;
+// The decode rows of a step (decode_tc_supported(head_dim) and tensor_core_reader<Kv>() must hold;
 // args.part_ml/part_acc hold num_rows · q_heads · max_parts partials); the merge is the caller's.
 template <typename Kv>
 void launch_decode_tc(const AttnArgs& args, const Kv& kv, cudaStream_t stream) {

@@ -72,22 +72,11 @@ struct PrefillTileType<DenseKvReader<E>> {
   using T = E;
 };
 
-// Readers this kernel takes: 16-bit dense and every quantized format (f32 K/V keep the CUDA-core
-// kernel: no rounding of stored values).
-template <typename Kv>
-constexpr bool prefill_tc_reader() {
-  if constexpr (requires { typename Kv::Element; }) {
-    return sizeof(typename Kv::Element) == 2;
-  } else {
-    return true;
-  }
-}
-
 // Key j's dims [d0, d0 + 8) of K and V (row = slot · kv_heads + kv head) into the tile's rows.
 template <typename Kv, typename T>
 __device__ __forceinline__ void load_prefill_chunk(const Kv& kv, int64_t row, int d0, T* k_dst,
                                                    T* v_dst) {
-  if constexpr (requires { typename Kv::Element; }) {
+  if constexpr (dense_reader<Kv>()) {
     const int64_t off = row * kv.head_dim + d0;
     *reinterpret_cast<uint4*>(k_dst) = *reinterpret_cast<const uint4*>(kv.k + off);
     *reinterpret_cast<uint4*>(v_dst) = *reinterpret_cast<const uint4*>(kv.v + off);
@@ -290,7 +279,7 @@ __global__ void __launch_bounds__(kG * 32) prefill_tc_kernel(const AttnArgs a, c
   }
 }
 
-// The rows with several queries of a step (prefill_tc_reader<Kv>() and prefill_tc_supported
+// The rows with several queries of a step (tensor_core_reader<Kv>() and prefill_tc_supported
 // must hold).
 template <typename Kv>
 void launch_prefill_tc(const AttnArgs& args, const Kv& kv, int64_t tokens, cudaStream_t stream) {

@@ -27,6 +27,26 @@ __device__ __forceinline__ void load8_16bit(const T* p, float (&x)[8]) {
   for (int i = 0; i < 8; ++i) x[i] = to_f32(h[i]);
 }
 
+// Dense readers name their element type; quantized ones do not.
+template <typename Kv>
+constexpr bool dense_reader() {
+  return requires {
+    typename Kv::Element;
+  };
+}
+
+// Readers the tensor-core attention kernels (prefill and decode) take: 16-bit dense K/V (copied
+// as stored) and the quantized formats (decoded to 16-bit tiles). f32 K/V keep the CUDA-core
+// kernels (no rounding of stored values).
+template <typename Kv>
+constexpr bool tensor_core_reader() {
+  if constexpr (dense_reader<Kv>()) {
+    return sizeof(typename Kv::Element) == 2;
+  } else {
+    return true;
+  }
+}
+
 // Whether a reader has the raw 8-dim path (kRaw8, raw_key8, raw_value8, unpack8).
 template <typename Kv>
 constexpr bool has_raw8() {
