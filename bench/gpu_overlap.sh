@@ -6,16 +6,20 @@
 # `ringlm bench --context` on the 8B bf16 shape (OVERLAP_ROWS; default 512 × 1..256 and 32k × 1,
 # 16), OVERLAP_ROUNDS rounds (default 2). 2. `ringlm serve` (bench/serve_bench.py, 128 prompt +
 # 64 generated tokens, SERVE_LEVELS streams, greedy and sampled on the device) with
-# --no-overlap-steps and without. OVERLAP_SERVE=0 skips 2.
+# --no-overlap-steps and without. OVERLAP_PARTS (default "ab serve") picks the parts: a device
+# call runs at most 10 minutes, and both take about that together.
 # shellcheck source=bench/gpu_common.sh
 source "$(dirname "$0")/gpu_common.sh"
 model=/tmp/ringlm-bench/llama-3.1-8b  # scripts/gpu-ab's model
 random_model llama-3.1-8b "$model" >/dev/null
 rows="--kv-memory 100000 --context 512 --batch 1,2,8,32,64,128,256;"
 rows+="--kv-memory 110000 --context 32768 --batch 1,16"
-AB_ROUNDS=${OVERLAP_ROUNDS:-2} AB_ENV_A=RINGLM_OVERLAP_STEPS=0 AB_ENV_B=RINGLM_OVERLAP_STEPS=1 \
-  AB_ROWS=${OVERLAP_ROWS:-$rows} scripts/gpu-ab "$out/ab"
-[ "${OVERLAP_SERVE:-1}" = 1 ] || exit 0
+parts=" ${OVERLAP_PARTS:-ab serve} "
+if [[ $parts == *" ab "* ]]; then
+  AB_ROUNDS=${OVERLAP_ROUNDS:-2} AB_ENV_A=RINGLM_OVERLAP_STEPS=0 AB_ENV_B=RINGLM_OVERLAP_STEPS=1 \
+    AB_ROWS=${OVERLAP_ROWS:-$rows} scripts/gpu-ab "$out/ab"
+fi
+[[ $parts == *" serve "* ]] || exit 0
 cp tests/fixtures/server_model/tokenizer.json tests/fixtures/server_model/tokenizer_config.json \
   "$model"/
 for sampling in "--temperature 0" "--temperature 0.8 --top-p 0.9"; do

@@ -7,13 +7,13 @@
 # once, which the switch does not touch, as the reference), and the Gemma-3-12B shape (head_dim
 # 256) with bf16 K/V and turbo. Prompts: PREFILL_LENS (default 512-8192); A stops at
 # PREFILL_LENS_A (default 4096: the CUDA-core kernel reads every key once per query head, so
-# its long prompts take minutes). Prints prefill tokens/s per side and B / A.
+# its long prompts take minutes). PREFILL_MODELS (default "llama gemma") picks the shapes (the
+# 12B checkpoint takes ~100 s to write). Prints prefill tokens/s per side and B / A.
 # shellcheck source=bench/gpu_common.sh
 source "$(dirname "$0")/gpu_common.sh"
 llama=/tmp/ringlm-bench/llama-3.1-8b
 gemma=/tmp/ringlm-bench/gemma-3-12b
-random_model llama-3.1-8b "$llama" >/dev/null
-random_model gemma-3-12b "$gemma" >/dev/null
+models=" ${PREFILL_MODELS:-llama gemma} "
 lens_b=${PREFILL_LENS:-512,2048,4096,8192}
 lens_a=${PREFILL_LENS_A:-512,2048,4096}
 run() {  # side, model, kv format
@@ -24,15 +24,21 @@ run() {  # side, model, kv format
     --kv-format "$3" --json >>"$out/prefill_$1.jsonl" 2>>"$out/prefill_$1.log" ||
     echo "$1 $(basename "$2") $3: failed (exit $?)"
 }
-run b "$llama" bf16
-for format in ${PREFILL_FORMATS:-int8-g64 int4-g64 turbo}; do
-  run a "$llama" "$format"
-  run b "$llama" "$format"
-done
-for format in bf16 turbo; do
-  run a "$gemma" "$format"
-  run b "$gemma" "$format"
-done
+if [[ $models == *" llama "* ]]; then
+  random_model llama-3.1-8b "$llama" >/dev/null
+  run b "$llama" bf16
+  for format in ${PREFILL_FORMATS:-int8-g64 int4-g64 turbo}; do
+    run a "$llama" "$format"
+    run b "$llama" "$format"
+  done
+fi
+if [[ $models == *" gemma "* ]]; then
+  random_model gemma-3-12b "$gemma" >/dev/null
+  for format in bf16 turbo; do
+    run a "$gemma" "$format"
+    run b "$gemma" "$format"
+  done
+fi
 python3 - "$out" <<'EOF'
 import json, sys
 rows = {}
