@@ -110,6 +110,8 @@ static_assert(sizeof(Runner::Feed) == sizeof(cuda::TokenFeed) &&
 #endif
 
 Tensor Runner::forward(kv::StepPlan& plan, std::span<const Feed> feeds) {
+  RINGLM_CHECK(forwards_++ != config_.fail_at_step, "Runner: step ", config_.fail_at_step,
+               " fails (RunnerConfig::fail_at_step)");
   RINGLM_CHECK(plan.num_tokens() <= config_.max_step_tokens, "step of ", plan.num_tokens(),
                " tokens exceeds max_step_tokens ", config_.max_step_tokens);
   const auto wanted = static_cast<int64_t>(plan.logit_tokens().size());

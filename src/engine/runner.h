@@ -59,6 +59,9 @@ struct RunnerConfig {
   // the device samples (engine/sampler.h's sample_processed, the GPU sampler's rules) — and fed
   // tokens come from the previous step's ids, so the engine's GPU-side choices run in CPU tests.
   bool emulate_device_outputs = false;
+  // Tests: the forward of step number fail_at_step (0-based, every forward counts) throws, once —
+  // how the engine recovers from a failed step.
+  int64_t fail_at_step = -1;
 };
 // The device comes from the model (models::load_model(dir, device)).
 
@@ -176,6 +179,7 @@ class Runner {
   DeviceMemory argmax_device_;   // GPU models: I32[max_step_tokens]
   DeviceMemory sampled_device_;  // GPU models: I32[device samples] then F32[device samples]
   double host_prep_seconds_ = 0;
+  int64_t forwards_ = 0;                 // steps run, for RunnerConfig::fail_at_step
   std::shared_ptr<void> plan_uploader_;  // cuda::PlanUploader for GPU models
   std::shared_ptr<void> step_graphs_;    // cuda::StepGraphs for GPU models
   std::shared_ptr<void> step_outputs_;   // cuda::StepOutputs for GPU models

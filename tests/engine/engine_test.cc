@@ -211,6 +211,51 @@ INSTANTIATE_TEST_SUITE_P(Layouts, EngineInvariance,
                                            std::tuple{"gemma3", 12, "f32"},
                                            std::tuple{"gemma3", 12, "turbo"}));
 
+// A step that fails (RunnerConfig::fail_at_step) ends every running request with its error,
+// leaves no KV held — not even by the prefix cache, whose newest blocks may hold the failed
+// steps' positions — and the engine serves the next request as a fresh one would.
+TEST(Engine, AFailedStepEndsTheRunningRequestsAndNothingElse) {
+  auto model = models::load_model(fixture_model_dir("llama3"));
+  std::mt19937 rng(8);
+  const auto prompt = random_prompt(rng, 40);
+  Request r;
+  r.prompt = prompt;
+  r.sampling.temperature = 0.0f;
+  r.stop.max_tokens = 40;
+  r.stop.ignore_eos = true;
+  EngineConfig failing = small_config();
+  failing.runner.fail_at_step = 12;  // mid-decode of both requests
+  Engine engine(*model, fixture_tokenizer(), failing);
+  Collector collector(engine);
+  collector.submit(r);
+  Request other = r;
+  other.prompt = random_prompt(rng, 25);
+  collector.submit(other);
+  collector.wait_all();
+  for (size_t i = 0; i < 2; ++i) {
+    const auto& c = collector.result(i).choices[0];
+    EXPECT_EQ(c.finish, FinishReason::Error) << i;
+    EXPECT_NE(c.error.find("fail_at_step"), std::string::npos) << c.error;
+    EXPECT_LT(c.tokens.size(), 40u);
+    EXPECT_EQ(c.events_after_finish, 0);
+  }
+  EngineStats stats = engine.stats();
+  EXPECT_EQ(stats.kv_blocks_used, 0);
+  EXPECT_EQ(stats.kv_blocks_cached, 0);
+  // The same prompt again: no stale prefix, the tokens of a fresh engine.
+  const size_t again = collector.submit(r);
+  collector.wait_all();
+  Engine fresh(*model, fixture_tokenizer(), small_config());
+  Collector fresh_collector(fresh);
+  fresh_collector.submit(r);
+  fresh_collector.wait_all();
+  expect_same_choice(collector.result(again).choices[0], fresh_collector.result(0).choices[0],
+                     "after the failed step");
+  EXPECT_EQ(collector.result(again).usage.cached_tokens, 0);
+  engine.drain();
+  EXPECT_EQ(engine.stats().kv_blocks_used, 0);
+}
+
 TEST(Engine, CancelFromACallbackFreesTheKv) {
   auto model = models::load_model(fixture_model_dir("llama3"));
   Engine engine(*model, fixture_tokenizer(), small_config());
