@@ -120,7 +120,8 @@ class Runner {
   // feeds: input tokens of this step that are outputs of the step launched just before it.
   // GPU models fill them on the device before the forward (the plan may hold any id there);
   // CPU models run the forward in collect(), so the caller writes those tokens into the plan
-  // (StepPlan::set_token) before collecting, and feeds are ignored.
+  // (StepPlan::set_token) before collecting, and feeds are ignored (unless the runner emulates
+  // device outputs: then they are applied in collect()).
   struct Feed {
     int32_t token;   // index into the plan's flattened tokens
     int32_t source;  // the previous step's wanted logit row (its argmax), or kFedSample + s:
