@@ -100,9 +100,9 @@ struct InFlight {
     int64_t seq_index;  // index into choice->seq.tokens
   };
   std::vector<FedToken> fed;
-  // Every sampled row has a placeholder: the next step may be launched before this one is
-  // collected. False on a GPU when some row samples on the host, and for a request's first
-  // token when it forks n choices.
+  // The next step may be launched before this one is collected: every sampled row's choice got
+  // a placeholder (but one whose token here is its last by max_tokens). False on a GPU when
+  // some row samples on the host, and for a request's first token when it forks n choices.
   bool chainable = false;
 };
 
