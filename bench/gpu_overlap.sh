@@ -16,7 +16,7 @@ rows="--kv-memory 100000 --context 512 --batch 1,2,8,32,64,128,256;"
 rows+="--kv-memory 110000 --context 32768 --batch 1,16"
 parts=" ${OVERLAP_PARTS:-ab serve} "
 if [[ $parts == *" ab "* ]]; then
-  # The suite grew by the overlap and prefill tests: more than gpu-ab's default 200 s to finish.
+  # Room beyond gpu-ab's default 200 s for the overlap and prefill tests the suite gained.
   TESTS_SECONDS=${TESTS_SECONDS:-300} AB_ROUNDS=${OVERLAP_ROUNDS:-2} \
     AB_ENV_A=RINGLM_OVERLAP_STEPS=0 AB_ENV_B=RINGLM_OVERLAP_STEPS=1 \
     AB_ROWS=${OVERLAP_ROWS:-$rows} scripts/gpu-ab "$out/ab"
