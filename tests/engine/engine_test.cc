@@ -234,10 +234,16 @@ TEST(Engine, AFailedStepEndsTheRunningRequestsAndNothingElse) {
   collector.wait_all();
   for (size_t i = 0; i < 2; ++i) {
     const auto& c = collector.result(i).choices[0];
+    EXPECT_EQ(c.events_after_finish, 0);
+    // The second request runs at the failed step unless the engine got 12 steps ahead of its
+    // submission: then it runs to its end.
+    if (i == 1 && c.finish == FinishReason::Length) {
+      EXPECT_EQ(c.tokens.size(), 40u);
+      continue;
+    }
     EXPECT_EQ(c.finish, FinishReason::Error) << i;
     EXPECT_NE(c.error.find("fail_at_step"), std::string::npos) << c.error;
     EXPECT_LT(c.tokens.size(), 40u);
-    EXPECT_EQ(c.events_after_finish, 0);
   }
   EngineStats stats = engine.stats();
   EXPECT_EQ(stats.kv_blocks_used, 0);
