@@ -577,7 +577,8 @@ void Engine::Impl::loop() {
       if (in_flight) {
         finish_step(*in_flight);
         in_flight.reset();
-        if (next) resolve_fed_tokens(*next);
+        // Device outputs feed the next step themselves; a CPU model's runs from its plan.
+        if (next && !runner.device_outputs()) resolve_fed_tokens(*next);
       }
       in_flight = std::move(next);
       if (in_flight && !config.overlap_steps) {

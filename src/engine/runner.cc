@@ -310,7 +310,9 @@ void Runner::emulate_device_step(Launched& l, Selected& out) {
   const auto row = [&](int64_t r) {
     return std::span<const float>(out.logits.row<float>(r), static_cast<size_t>(vocab));
   };
-  for (int64_t r = 0; r < rows; ++r) out.argmax.push_back(argmax_token(row(r)));
+  out.argmax.resize(static_cast<size_t>(rows));
+  Tensor ids(out.argmax.data(), DType::I32, {rows});
+  ops::argmax(out.logits, ids);  // as step_argmax on a CPU model
   for (const DeviceSample& s : l.device_samples) {
     SamplingParams params;
     params.temperature = s.temperature;
