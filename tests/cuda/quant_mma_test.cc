@@ -119,6 +119,32 @@ TEST(CudaQuantMma, RowsAreTheSameBitsInAnyBatch) {
   }
 }
 
+// Scales and biases staged through shared memory with each x page (the default at 9-16 rows) or
+// loaded per lane and chunk from global memory: the same values reach the same arithmetic, so the
+// same bits.
+TEST(CudaQuantMma, StagedScalesChangeNoBits) {
+  RINGLM_REQUIRE_GPU();
+  ASSERT_TRUE(cuda::quant_mma_staged_scales());
+  for (int bits : {4, 8}) {
+    for (int group : kGroups) {
+      for (const Case& c : {Case{1, 4096, 1024}, Case{9, 512, 1000}, Case{16, 14336, 64}}) {
+        SCOPED_TRACE(::testing::Message() << "bits=" << bits << " group=" << group << " M=" << c.M
+                                          << " K=" << c.K << " N=" << c.N);
+        const QuantFixture f(c.N, c.K, bits, group, DType::BF16, static_cast<uint32_t>(group + 7));
+        const DeviceQuant dw(f);
+        Owned x(DType::F32, {c.M, c.K});
+        testing::fill_uniform(x, 101);
+        OnDevice dx(x), staged(DType::F32, {c.M, c.N}), loaded(DType::F32, {c.M, c.N});
+        matmul(dx.t(), Weight::quantized(dw.q), Tensor(), staged.t());
+        cuda::set_quant_mma_staged_scales(false);
+        matmul(dx.t(), Weight::quantized(dw.q), Tensor(), loaded.t());
+        cuda::set_quant_mma_staged_scales(true);
+        ASSERT_TRUE(testing::bitwise_equal(staged.to_host().t(), loaded.to_host().t()));
+      }
+    }
+  }
+}
+
 // q/k/v (three weights) and gate/up (two) over one x in one launch through ops::matmul_many: each
 // output the same bits as the weight's own call (each target keeps its own split of K), biases
 // and strided outputs per target; weights of different widths are not joined.

@@ -221,13 +221,7 @@ std::atomic<bool>& persistent_flag() {
 
 int64_t grid_for_tiles(int64_t tiles, int rows) {
   if (rows < kPersistentMinRows || !persistent_flag().load(std::memory_order_relaxed)) return tiles;
-  static const int64_t resident = [] {
-    int device = 0, sms = 0;
-    RINGLM_CUDA_CHECK(cudaGetDevice(&device));
-    RINGLM_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-    return int64_t{std::max(sms, 1)} * kPersistentBlocksPerSm;
-  }();
-  return std::min(tiles, resident);
+  return std::min(tiles, int64_t{sm_count()} * kPersistentBlocksPerSm);
 }
 
 template <typename T, int M, int kCols>

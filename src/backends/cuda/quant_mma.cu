@@ -58,6 +58,10 @@ constexpr int kPageK = 256;             // k per x page
 constexpr int kPageUnits = kPageK / 4;  // 16-byte f32 units per x row of a page
 constexpr int kXStages = 3;             // x pages in flight (shared memory)
 constexpr int kDepth = 4;               // chunks of codes in flight per thread
+// Staged scales: a page's scales and biases of the block's rows in shared memory, up to 8 groups
+// (group size 32) per row and page.
+constexpr int kPageGroupsMax = kPageK / 32;
+constexpr int kScaleStageWords = 2 * kTileCols * kPageGroupsMax / 2;  // u32 words: scales, biases
 
 template <int BITS>
 struct Chunking {
@@ -112,9 +116,13 @@ __device__ __forceinline__ int stored_unit(int u) {  // u: the unit's index in i
   return chunk * kChunkUnits + (w % kLaneUnits) * 4 + w / kLaneUnits;
 }
 
-// One chunk of a lane's codes: 16 bytes of rows g and g + 8 and their groups' scale and bias.
+// One chunk of a lane's codes: 16 bytes of rows g and g + 8 and (unless staged through shared
+// memory) their groups' scale and bias.
 struct Chunk {
   uint4 a, b;
+  uint32_t scale_a, bias_a, scale_b, bias_b;  // bf16 bits
+};
+struct ScaleBias {
   uint32_t scale_a, bias_a, scale_b, bias_b;  // bf16 bits
 };
 
@@ -171,13 +179,24 @@ __device__ __forceinline__ float bf16_bits_to_f32(uint32_t bits) {
   return __uint_as_float(bits << 16);
 }
 
-template <int BITS, int MT>
+// 4 bytes global -> shared (cp.async.ca: sizes below 16 bytes go through L1).
+__device__ __forceinline__ void cp_async4(void* smem, const void* gmem) {
+  const auto dst = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(dst), "l"(gmem) : "memory");
+}
+
+// kStaged: scales and biases come with each x page through shared memory (one 4-byte copy per
+// two groups of a row) instead of four 2-byte global loads per lane and chunk (Nsight: 39 % of
+// the sectors the kernel requested were these loads' excess).
+template <int BITS, int MT, bool kStaged>
 __global__ void __launch_bounds__(kThreads, 4) quant_mma_kernel(const MmaArgs a) {
   using C = Chunking<BITS>;
   constexpr int kRows = 8 * MT;  // x rows a stage holds (M rounded up to the mma's 8)
   constexpr int kStageUnits = kRows * kRowUnits;
   constexpr int kChunkUnits = C::kChunkK / 4;
-  extern __shared__ __align__(16) float4 xs[];  // [kXStages][kRows][kRowUnits]
+  extern __shared__ __align__(16) float4 xs[];  // [kXStages][kRows][kRowUnits], then scales
+  // [kXStages][scale, bias][kTileCols][kPageGroupsMax] bf16 bits (kStaged)
+  auto* staged = reinterpret_cast<uint16_t*>(xs + kXStages * kStageUnits);
   __shared__ bool last_block;
   const int warp = static_cast<int>(threadIdx.x) >> 5, lane = static_cast<int>(threadIdx.x) & 31;
   const int g = lane >> 2, c = lane & 3;
@@ -202,6 +221,7 @@ __global__ void __launch_bounds__(kThreads, 4) quant_mma_kernel(const MmaArgs a)
     if (i >= count) return;
     d.a = __ldcs(wa + i * 4);
     d.b = __ldcs(wb + i * 4);
+    if constexpr (kStaged) return;
     const int group = (lane_k + i * C::kChunkK) >> a.group_shift;
     d.scale_a = __ldg(sa + group);
     d.bias_a = __ldg(ba + group);
@@ -228,6 +248,18 @@ __global__ void __launch_bounds__(kThreads, 4) quant_mma_kernel(const MmaArgs a)
         device::cp_async16(stage + r * kRowUnits + stored_unit<BITS>(u),
                            a.x + r * a.ldx + k0 + 4 * u, true);
       }
+      if constexpr (kStaged) {
+        // Row r's groups of the page: words of two groups each (groups per row are even).
+        const int words = (kPageK >> a.group_shift) / 2;
+        const int64_t group0 = k0 >> a.group_shift;
+        uint16_t* dst = staged + (page % kXStages) * 2 * kTileCols * kPageGroupsMax;
+        for (int v = static_cast<int>(threadIdx.x); v < 2 * kTileCols * words; v += kThreads) {
+          const int which = v / (kTileCols * words), r = v / words % kTileCols, w = v % words;
+          const int64_t row = min(tile * kTileCols + r, T.N - 1);
+          const uint16_t* src = (which == 0 ? T.scales : T.biases) + row * a.groups + group0;
+          cp_async4(dst + (which * kTileCols + r) * kPageGroupsMax + 2 * w, src + 2 * w);
+        }
+      }
     }
     device::cp_async_commit();  // empty groups keep the wait counts uniform
   };
@@ -238,7 +270,17 @@ __global__ void __launch_bounds__(kThreads, 4) quant_mma_kernel(const MmaArgs a)
 #pragma unroll
   for (int t = 0; t < MT; ++t) acc[t][0] = acc[t][1] = acc[t][2] = acc[t][3] = 0.0f;
   // acc[t] += (the warp's 16 rows of dequant(w)) · (x rows 8t .. 8t + 7)ᵀ over chunk ci of a page.
-  const auto consume = [&](const float4* stage, int ci, const Chunk& d) {
+  // The scale and bias of rows g and g + 8 for chunk ci of the page in `stage`.
+  const auto scale_bias = [&](int stage, int ci, const Chunk& d) {
+    if constexpr (!kStaged) return ScaleBias{d.scale_a, d.bias_a, d.scale_b, d.bias_b};
+    // Row g of the warp's rows in the page's stage; the bias plane follows the scale plane.
+    const int at = stage * 2 * kTileCols * kPageGroupsMax + (16 * warp + g) * kPageGroupsMax +
+                   ((ci * C::kChunkK + c * C::kLaneK) >> a.group_shift);
+    constexpr int kBias = kTileCols * kPageGroupsMax, kRowB = 8 * kPageGroupsMax;
+    return ScaleBias{staged[at], staged[at + kBias], staged[at + kRowB],
+                     staged[at + kBias + kRowB]};
+  };
+  const auto consume = [&](const float4* stage, int ci, const ScaleBias& d, const Chunk& w) {
     // xr[t][4i]: unit i of lane c's k-range in the chunk, x row 8t + g.
     const float4* xr[MT];
 #pragma unroll
@@ -250,7 +292,7 @@ __global__ void __launch_bounds__(kThreads, 4) quant_mma_kernel(const MmaArgs a)
       const __nv_bfloat162 bias_b = as_bf162(bf16_pair(d.bias_b));
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
-        const uint32_t wa_j = word(d.a, j), wb_j = word(d.b, j);
+        const uint32_t wa_j = word(w.a, j), wb_j = word(w.b, j);
         uint32_t pa[4], pb[4];
         dequant_word(wa_j, scale_a, bias_a, pa);
         dequant_word(wb_j, scale_b, bias_b, pb);
@@ -273,7 +315,7 @@ __global__ void __launch_bounds__(kThreads, 4) quant_mma_kernel(const MmaArgs a)
       const float scale_b = bf16_bits_to_f32(d.scale_b), bias_b = bf16_bits_to_f32(d.bias_b);
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
-        const uint32_t wa_j = word(d.a, j), wb_j = word(d.b, j);
+        const uint32_t wa_j = word(w.a, j), wb_j = word(w.b, j);
         const uint32_t frag[4] = {
             dequant_bytes<0>(wa_j, scale_a, bias_a), dequant_bytes<0>(wb_j, scale_b, bias_b),
             dequant_bytes<2>(wa_j, scale_a, bias_a), dequant_bytes<2>(wb_j, scale_b, bias_b)};
@@ -298,7 +340,9 @@ __global__ void __launch_bounds__(kThreads, 4) quant_mma_kernel(const MmaArgs a)
         __syncthreads();  // ... every thread's, and every warp is done with the page before
         load_x(page + kXStages - 1);
       }
-      consume(xs + (page % kXStages) * kStageUnits, p % kPerPage, wv[p]);
+      const int stage = page % kXStages;
+      consume(xs + stage * kStageUnits, p % kPerPage, scale_bias(stage, p % kPerPage, wv[p]),
+              wv[p]);
       load_w(i + kDepth, wv[p]);
     }
   }
@@ -381,16 +425,6 @@ int blocks_per_sm() {
   return blocks;
 }
 
-int sm_count() {
-  static const int sms = [] {
-    int device = 0, count = 0;
-    RINGLM_CUDA_CHECK(cudaGetDevice(&device));
-    RINGLM_CUDA_CHECK(cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device));
-    return std::max(count, 1);
-  }();
-  return sms;
-}
-
 // Splits of K (whole pages) for an N × K weight: about blocks_per_sm() blocks per SM. A function
 // of the shape (and the GPU) only, never of M.
 struct SplitPlan {
@@ -405,18 +439,37 @@ SplitPlan plan_splits(int64_t N, int64_t K) {
   return {tiles, per_split, (pages + per_split - 1) / per_split};
 }
 
-template <int BITS, int MT>
-void launch(const MmaArgs& args, int blocks, cudaStream_t stream) {
-  constexpr size_t kSmem = sizeof(float4) * kXStages * 8 * MT * kRowUnits;
+std::atomic<bool>& staged_flag() {
+  static std::atomic<bool> on{env_switch_on("RINGLM_CUDA_QUANT_MMA_STAGED_SCALES")};
+  return on;
+}
+
+template <int BITS, int MT, bool kStaged>
+void launch_variant(const MmaArgs& args, int blocks, cudaStream_t stream) {
+  constexpr size_t kSmem = sizeof(float4) * kXStages * 8 * MT * kRowUnits +
+                           (kStaged ? sizeof(uint32_t) * kXStages * kScaleStageWords : 0);
   static const bool sized = [] {
-    RINGLM_CUDA_CHECK(cudaFuncSetAttribute(quant_mma_kernel<BITS, MT>,
+    RINGLM_CUDA_CHECK(cudaFuncSetAttribute(quant_mma_kernel<BITS, MT, kStaged>,
                                            cudaFuncAttributeMaxDynamicSharedMemorySize,
                                            static_cast<int>(kSmem)));
     return true;
   }();
   (void)sized;
-  launch_pdl(quant_mma_kernel<BITS, MT>, dim3(static_cast<unsigned>(blocks)), dim3(kThreads), kSmem,
-             stream, args);
+  launch_pdl(quant_mma_kernel<BITS, MT, kStaged>, dim3(static_cast<unsigned>(blocks)),
+             dim3(kThreads), kSmem, stream, args);
+}
+
+// Scales and biases through shared memory at 9-16 rows (MT = 2), when every target's are 4-byte
+// aligned; per-lane loads at 1-8 rows. H200, 8B shape (docs/benchmarks.md, "GPU decode with
+// MLX-quantized weights", eighth session): staged, 16 rows ran 1.08x (mlx4) and 1.29x (mlx8);
+// 1-4 rows 0.95-0.98x (mlx8 1 row 1.03x), 8 rows 0.99x / 1.04x. The same bits either way.
+template <int BITS, int MT>
+void launch(const MmaArgs& args, int blocks, bool scales_aligned, cudaStream_t stream) {
+  if constexpr (MT == 2) {
+    if (scales_aligned && staged_flag().load(std::memory_order_relaxed))
+      return launch_variant<BITS, MT, true>(args, blocks, stream);
+  }
+  launch_variant<BITS, MT, false>(args, blocks, stream);
 }
 
 bool aligned16(const void* p) {
@@ -509,11 +562,19 @@ void quant_mma_many(std::span<const QuantMma> targets) {
     args.tickets = static_cast<unsigned*>(ctx.scratch(
         Scratch::QuantTickets, static_cast<size_t>(tickets) * sizeof(unsigned), /*zeroed=*/true));
   }
+  bool scales_aligned = true;  // the staged copies move 4 bytes (two groups) at a time
+  for (const QuantMma& g : targets) {
+    scales_aligned = scales_aligned && reinterpret_cast<uintptr_t>(g.w->scales.data) % 4 == 0 &&
+                     reinterpret_cast<uintptr_t>(g.w->biases.data) % 4 == 0;
+  }
   const bool wide = M > 8;
+  cudaStream_t stream = ctx.stream();
   if (q0.bits == 4) {
-    wide ? launch<4, 2>(args, blocks, ctx.stream()) : launch<4, 1>(args, blocks, ctx.stream());
+    wide ? launch<4, 2>(args, blocks, scales_aligned, stream)
+         : launch<4, 1>(args, blocks, scales_aligned, stream);
   } else {
-    wide ? launch<8, 2>(args, blocks, ctx.stream()) : launch<8, 1>(args, blocks, ctx.stream());
+    wide ? launch<8, 2>(args, blocks, scales_aligned, stream)
+         : launch<8, 1>(args, blocks, scales_aligned, stream);
   }
   check_launch("quant_mma_kernel");
   g_count.fetch_add(1, std::memory_order_relaxed);
@@ -525,6 +586,14 @@ bool quant_mma_enabled() {
 
 void set_quant_mma(bool enabled) {
   enabled_flag().store(enabled, std::memory_order_relaxed);
+}
+
+bool quant_mma_staged_scales() {
+  return staged_flag().load(std::memory_order_relaxed);
+}
+
+void set_quant_mma_staged_scales(bool enabled) {
+  staged_flag().store(enabled, std::memory_order_relaxed);
 }
 
 int64_t quant_mma_count() {

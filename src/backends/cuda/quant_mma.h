@@ -49,6 +49,11 @@ void quant_mma_many(std::span<const QuantMma> targets);
 // captured).
 bool quant_mma_enabled();
 void set_quant_mma(bool enabled);
+// Whether the kernel takes each page's scales and biases through shared memory at 9-16 rows (at
+// 1-8 rows each lane loads its own; on unless RINGLM_CUDA_QUANT_MMA_STAGED_SCALES=0 or
+// set_quant_mma_staged_scales(false)): the same bits.
+bool quant_mma_staged_scales();
+void set_quant_mma_staged_scales(bool enabled);
 // Calls quant_mma() has run in this process (tests check which path a matmul took).
 int64_t quant_mma_count();
 

@@ -123,6 +123,16 @@ void check_launch(const char* kernel) {
                " failed: ", cudaGetErrorName(status), ": ", cudaGetErrorString(status));
 }
 
+int sm_count() {
+  static const int sms = [] {
+    int device = 0, count = 0;
+    RINGLM_CUDA_CHECK(cudaGetDevice(&device));
+    RINGLM_CUDA_CHECK(cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device));
+    return std::max(count, 1);
+  }();
+  return sms;
+}
+
 bool env_switch_on(const char* name) {
   const char* v = std::getenv(name);
   return v == nullptr || std::string_view(v) != "0";

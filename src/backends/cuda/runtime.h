@@ -112,6 +112,9 @@ class Context {
   Staging staging_;
 };
 
+// The current device's SM count (read once per process).
+int sm_count();
+
 // A run-time switch read from the environment: on unless NAME is set to "0" (same-binary A/B).
 bool env_switch_on(const char* name);
 
