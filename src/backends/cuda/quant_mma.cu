@@ -461,7 +461,7 @@ void launch_variant(const MmaArgs& args, int blocks, cudaStream_t stream) {
 
 // Scales and biases through shared memory at 9-16 rows (MT = 2), when every target's are 4-byte
 // aligned; per-lane loads at 1-8 rows. H200, 8B shape (docs/benchmarks.md, "GPU decode with
-// MLX-quantized weights", eighth session): staged, 16 rows ran 1.08x (mlx4) and 1.29x (mlx8);
+// MLX-quantized weights", ninth session): staged, 16 rows ran 1.08x (mlx4) and 1.29x (mlx8);
 // 1-4 rows 0.95-0.98x (mlx8 1 row 1.03x), 8 rows 0.99x / 1.04x. The same bits either way.
 template <int BITS, int MT>
 void launch(const MmaArgs& args, int blocks, bool scales_aligned, cudaStream_t stream) {
