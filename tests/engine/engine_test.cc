@@ -5,7 +5,9 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <random>
+#include <thread>
 
 #include "engine/engine.h"
 #include "engine/engine_test_util.h"
@@ -26,6 +28,19 @@ EngineConfig small_config(const std::string& kv_format = "f32") {
   c.runner.max_step_tokens = 64;
   c.max_batch = 8;
   return c;
+}
+
+// The stats the engine publishes once `finished` requests have ended. A request's last event
+// reaches its client during the loop iteration that ends it; the KV it frees, and anything else
+// that iteration does after it (say dropping the prefix cache after a failed step), shows in
+// the stats published at the iteration's end.
+EngineStats stats_once_finished(const Engine& engine, int64_t finished) {
+  EngineStats stats = engine.stats();
+  for (int i = 0; i < 5000 && stats.requests_finished_total < finished; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    stats = engine.stats();
+  }
+  return stats;
 }
 
 std::vector<int32_t> random_prompt(std::mt19937& rng, size_t n) {
@@ -245,7 +260,8 @@ TEST(Engine, AFailedStepEndsTheRunningRequestsAndNothingElse) {
     EXPECT_NE(c.error.find("fail_at_step"), std::string::npos) << c.error;
     EXPECT_LT(c.tokens.size(), 40u);
   }
-  EngineStats stats = engine.stats();
+  EngineStats stats = stats_once_finished(engine, 2);
+  EXPECT_EQ(stats.requests_finished_total, 2);
   EXPECT_EQ(stats.kv_blocks_used, 0);
   EXPECT_EQ(stats.kv_blocks_cached, 0);
   // The same prompt again: no stale prefix, the tokens of a fresh engine.
