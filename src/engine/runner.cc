@@ -219,7 +219,7 @@ void Runner::launch(kv::StepPlan& plan, std::span<const char> host_rows,
   }
   RINGLM_CHECK(
       static_cast<int64_t>(host_rows.size()) == static_cast<int64_t>(plan.logit_tokens().size()),
-      "step_select: ", host_rows.size(), " row flags for ", plan.logit_tokens().size(),
+      "Runner::launch: ", host_rows.size(), " row flags for ", plan.logit_tokens().size(),
       " logit rows");
   Launched l;
   l.plan = &plan;

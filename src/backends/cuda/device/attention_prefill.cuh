@@ -84,10 +84,8 @@ __device__ __forceinline__ void load_prefill_chunk(const Kv& kv, int64_t row, in
     float kx[8], vx[8];
     kv.template key<8>(row, d0, kx);
     kv.template value<8>(row, d0, vx);
-    *reinterpret_cast<uint4*>(k_dst) = make_uint4(pack2<T>(kx[0], kx[1]), pack2<T>(kx[2], kx[3]),
-                                                  pack2<T>(kx[4], kx[5]), pack2<T>(kx[6], kx[7]));
-    *reinterpret_cast<uint4*>(v_dst) = make_uint4(pack2<T>(vx[0], vx[1]), pack2<T>(vx[2], vx[3]),
-                                                  pack2<T>(vx[4], vx[5]), pack2<T>(vx[6], vx[7]));
+    *reinterpret_cast<uint4*>(k_dst) = pack8<T>(kx);
+    *reinterpret_cast<uint4*>(v_dst) = pack8<T>(vx);
   }
 }
 

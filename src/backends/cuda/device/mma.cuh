@@ -24,6 +24,13 @@ __device__ __forceinline__ uint32_t pack2<__half>(float x, float y) {
   return *reinterpret_cast<const uint32_t*>(&p);
 }
 
+// Eight floats as eight 16-bit values in one 16-byte word (x[0] lowest).
+template <typename T>
+__device__ __forceinline__ uint4 pack8(const float (&x)[8]) {
+  return make_uint4(pack2<T>(x[0], x[1]), pack2<T>(x[2], x[3]), pack2<T>(x[4], x[5]),
+                    pack2<T>(x[6], x[7]));
+}
+
 // d (16 × 8, f32) += a (16 × 16) · b (16 × 8).
 template <typename T>
 __device__ __forceinline__ void mma16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
