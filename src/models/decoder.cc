@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "kv/affine_codec.h"
+#include "ops/residual_matmul.h"
 
 namespace ringlm::models {
 
@@ -180,24 +181,37 @@ Tensor& mlp_input(StepBuffers& b, const MlpWeights& w) {
   return matmul_feed(b.h, b.h_half, {&w.gate, &w.up});
 }
 
+namespace {
+
+// A block's first matmuls: over io.in, or over the stream through its norm.
+void block_matmuls(const BlockIo& io, StepBuffers& b, std::span<const ops::MatmulTarget> targets) {
+  if (io.stream == nullptr) return ops::matmul_many(*io.in, targets);
+  ops::matmul_many(ops::NormedRows{io.stream, io.norm, io.norm_config}, b.h, targets);
+}
+
+// A block's last matmul: into io.out, or added into the stream.
+void block_output(const BlockIo& io, StepBuffers& b, const Tensor& x, const ops::Weight& w,
+                  const Tensor& bias) {
+  if (io.stream == nullptr) return ops::matmul(x, w, bias, *io.out);
+  ops::matmul_accumulate(x, w, bias, b.h, *io.stream);
+}
+
+}  // namespace
+
 void attention_block(const AttentionWeights& w, const AttentionBlockConfig& config, int layer,
                      const kv::StepPlan& plan, kv::PagedKvCache& cache, StepBuffers& b,
-                     const Tensor& in, Tensor& out) {
+                     const BlockIo& io) {
   const int64_t tokens = plan.num_tokens();
   const kv::StepPlan::Layer step = plan.layer(layer);
   ops::KvLayerView view = cache.layer_view(layer);
   const int64_t heads = b.q.size(1) / view.head_dim(), kv_heads = view.kv_heads(),
                 dim = view.head_dim();
   const Tensor positions = plan.positions();
-  if (step.writes_kv) {
-    // q, k and v in one op (one launch of the CUDA decode GEMV); a shared-KV layer reads its
-    // donor's K/V instead.
-    const ops::MatmulTarget qkv[] = {
-        {&w.q, &w.q_bias, &b.q}, {&w.k, &w.k_bias, &b.k}, {&w.v, &w.v_bias, &b.v}};
-    ops::matmul_many(in, qkv);
-  } else {
-    ops::matmul(in, w.q, w.q_bias, b.q);
-  }
+  // q, k and v in one op (one launch of the CUDA decode GEMV); a shared-KV layer reads its
+  // donor's K/V instead.
+  const ops::MatmulTarget qkv[] = {
+      {&w.q, &w.q_bias, &b.q}, {&w.k, &w.k_bias, &b.k}, {&w.v, &w.v_bias, &b.v}};
+  block_matmuls(io, b, std::span<const ops::MatmulTarget>(qkv, step.writes_kv ? 3 : 1));
   // q/k norm, rope and the K/V write: one op (one CUDA kernel for a 16-bit cache).
   ops::AttentionInputs inputs{b.q.reshape({tokens, heads, dim}), Tensor(), Tensor(), positions,
                               step.slots};
@@ -225,16 +239,20 @@ void attention_block(const AttentionWeights& w, const AttentionBlockConfig& conf
   if (step.dense_rows != nullptr)
     plan.attention_fn()(q_heads, cache.dense_layer_view(layer), *step.dense_rows, params,
                         attn_heads);
-  ops::matmul(b.attn, w.o, w.o_bias, out);
+  block_output(io, b, b.attn, w.o, w.o_bias);
 }
 
-void mlp_block(const MlpWeights& w, ops::Activation activation, StepBuffers& b, const Tensor& in,
-               Tensor& out) {
+void mlp_block(const MlpWeights& w, ops::Activation activation, StepBuffers& b, const BlockIo& io) {
   // gate, up and the gated activation: one launch of the CUDA decode GEMV.
   Tensor& act = matmul_feed(b.gate, b.act_half, {&w.down});
-  ops::gated_matmul(in, {&w.gate, &w.gate_bias, &b.gate}, {&w.up, &w.up_bias, &b.up}, activation,
-                    act);
-  ops::matmul(act, w.down, w.down_bias, out);
+  const ops::MatmulTarget gate{&w.gate, &w.gate_bias, &b.gate}, up{&w.up, &w.up_bias, &b.up};
+  if (io.stream == nullptr) {
+    ops::gated_matmul(*io.in, gate, up, activation, act);
+  } else {
+    ops::gated_matmul(ops::NormedRows{io.stream, io.norm, io.norm_config}, b.h, gate, up,
+                      activation, act);
+  }
+  block_output(io, b, act, w.down, w.down_bias);
 }
 
 void lm_head(const Tensor& x, const Tensor& final_norm, const ops::Weight& head,

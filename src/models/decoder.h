@@ -114,17 +114,33 @@ struct AttentionBlockConfig {
   ops::RmsNormConfig qk_norm;  // used when the weights have q/k norms
 };
 
-// out = o_proj(attention(rope(norm(q)), rope(norm(k)), v)); writes the layer's K/V for the step
-// (unless the layer reads a donor's). Window and sinks come from the plan (the layer's KV group);
-// config.attention supplies scale and soft-capping.
+// How a block meets the residual stream. plain(in, out): the block reads `in` (the stream
+// already normalized) and writes its output to `out`. fused(stream, norm): its first matmuls
+// read the stream through the norm and its last adds into the stream (ops/residual_matmul.h) —
+// for a pre-norm model where ops::residual_fusion_applies, so that the residual add and the norm
+// run inside the matmuls; bit for bit plain() with add_rms_norm between the blocks.
+struct BlockIo {
+  const Tensor* in = nullptr;    // plain: F32[T, H] (or the matmuls' 16-bit input dtype)
+  Tensor* out = nullptr;         // plain: F32[T, H]
+  Tensor* stream = nullptr;      // fused: F32[T, H], read through the norm and added into
+  const Tensor* norm = nullptr;  // fused: [H]
+  ops::RmsNormConfig norm_config;
+
+  static BlockIo plain(const Tensor& in, Tensor& out) { return {&in, &out, nullptr, nullptr, {}}; }
+  static BlockIo fused(Tensor& stream, const Tensor& norm, const ops::RmsNormConfig& config) {
+    return {nullptr, nullptr, &stream, &norm, config};
+  }
+};
+
+// o_proj(attention(rope(norm(q)), rope(norm(k)), v)) into io; writes the layer's K/V for the
+// step (unless the layer reads a donor's). Window and sinks come from the plan (the layer's KV
+// group); config.attention supplies scale and soft-capping.
 void attention_block(const AttentionWeights& w, const AttentionBlockConfig& config, int layer,
                      const kv::StepPlan& plan, kv::PagedKvCache& cache, StepBuffers& buffers,
-                     const Tensor& in,  // F32[T, H]
-                     Tensor& out);      // F32[T, H]
-// out = down(act(gate(in)) * up(in)).
+                     const BlockIo& io);
+// down(act(gate(in)) * up(in)) into io.
 void mlp_block(const MlpWeights& w, ops::Activation activation, StepBuffers& buffers,
-               const Tensor& in,  // F32[T, H]
-               Tensor& out);      // F32[T, H]
+               const BlockIo& io);
 
 struct LmHeadConfig {
   ops::RmsNormConfig norm;

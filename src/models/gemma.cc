@@ -87,11 +87,12 @@ class GemmaModel final : public Model {
     for (size_t l = 0; l < layers_.size(); ++l) {
       const GemmaLayer& layer = layers_[l];
       attention.rope = layer.sliding ? &local_rope_ : &global_rope_;
-      attention_block(layer.attention, attention, static_cast<int>(l), plan, cache, b, *in, b.h);
+      attention_block(layer.attention, attention, static_cast<int>(l), plan, cache, b,
+                      BlockIo::plain(*in, b.h));
       ops::rms_norm(b.h, layer.post_attention_norm, norm_, b.h);
       in = &mlp_input(b, layer.mlp);
       ops::add_rms_norm(b.x, b.h, layer.pre_feedforward_norm, norm_, *in);
-      mlp_block(layer.mlp, activation_, b, *in, b.h);
+      mlp_block(layer.mlp, activation_, b, BlockIo::plain(*in, b.h));
       ops::rms_norm(b.h, layer.post_feedforward_norm, norm_, b.h);
       if (l + 1 < layers_.size()) {
         in = &attention_input(b, layers_[l + 1].attention);

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "models/decoder.h"
+#include "ops/residual_matmul.h"
 #include "ops/rope_config.h"
 
 namespace ringlm::models {
@@ -50,6 +51,17 @@ class LlamaModel final : public Model {
     attention.rope = &rope_;
     attention.attention.scale = 1.0f / std::sqrt(static_cast<float>(dims_.head_dim));
     attention.qk_norm = norm_;
+    if (fuses_residual(b.x)) {
+      // The blocks' matmuls add into the stream and normalize it on the way in: no norm kernels.
+      for (size_t l = 0; l < layers_.size(); ++l) {
+        const LlamaLayer& layer = layers_[l];
+        attention_block(layer.attention, attention, static_cast<int>(l), plan, cache, b,
+                        BlockIo::fused(b.x, layer.input_norm, norm_));
+        mlp_block(layer.mlp, activation_, b, BlockIo::fused(b.x, layer.post_attention_norm, norm_));
+      }
+      lm_head(b.x, final_norm_, lm_head_, {norm_, 0.0f}, plan, arena, logits);
+      return;
+    }
     // Each residual add is fused with the norm after it (add_rms_norm); the last layer's add
     // stays alone (lm_head normalizes only the rows it needs). The norms write the blocks'
     // matmul inputs: b.h, or b.h_half already rounded (attention_input, mlp_input).
@@ -57,10 +69,11 @@ class LlamaModel final : public Model {
     ops::rms_norm(b.x, layers_.front().input_norm, norm_, *in);
     for (size_t l = 0; l < layers_.size(); ++l) {
       const LlamaLayer& layer = layers_[l];
-      attention_block(layer.attention, attention, static_cast<int>(l), plan, cache, b, *in, b.h);
+      attention_block(layer.attention, attention, static_cast<int>(l), plan, cache, b,
+                      BlockIo::plain(*in, b.h));
       in = &mlp_input(b, layer.mlp);
       ops::add_rms_norm(b.x, b.h, layer.post_attention_norm, norm_, *in);
-      mlp_block(layer.mlp, activation_, b, *in, b.h);
+      mlp_block(layer.mlp, activation_, b, BlockIo::plain(*in, b.h));
       if (l + 1 < layers_.size()) {
         in = &attention_input(b, layers_[l + 1].attention);
         ops::add_rms_norm(b.x, b.h, layers_[l + 1].input_norm, norm_, *in);
@@ -72,6 +85,16 @@ class LlamaModel final : public Model {
   }
 
  private:
+  // Whether this step's rows run the residual-fused blocks (ops/residual_matmul.h): decided on
+  // the first layer's weights; a later layer the backend cannot fuse still runs (unfused).
+  bool fuses_residual(const Tensor& x) const {
+    const LlamaLayer& first = layers_.front();
+    const ops::Weight* weights[] = {&first.attention.q, &first.attention.k, &first.attention.v,
+                                    &first.attention.o, &first.mlp.gate,    &first.mlp.up,
+                                    &first.mlp.down};
+    return ops::residual_fusion_applies({&x, &first.input_norm, norm_}, weights);
+  }
+
   void load_weights() {
     const auto& c = config_;
     const WeightLoader loader(*weights_, c.quantization);

@@ -211,6 +211,42 @@ TEST(GpuModel, RoundedMatmulInputsChangeNoBits) {
   }
 }
 
+// The residual-fused decoder blocks (ops/residual_matmul.h: at 1-2 rows the GEMVs add into the
+// residual stream and normalize it on their way in, no norm kernels) change no bits: bf16
+// checkpoints of a Llama (head_dim 128) and of the qwen2 (q/k/v biases) and qwen3 (q/k norms)
+// fixtures' configs, a prompt fed one token per step beside a neighbour (steps of 2 rows, then
+// of 1), fused and not.
+TEST(GpuModel, FusedResidualChangesNoBits) {
+  RINGLM_REQUIRE_GPU();
+  auto fixture_config = [](const std::string& name) {
+    std::ifstream in(testing::fixture_model_dir(name) + "/config.json");
+    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  };
+  const std::pair<std::string, std::string> checkpoints[] = {
+      {"gpu_bf16_fused_llama", testing::llama_config(256, 512, 2, 8, 2, 128)},
+      {"gpu_bf16_fused_qwen2", fixture_config("qwen2")},
+      {"gpu_bf16_fused_qwen3", fixture_config("qwen3")}};
+  std::vector<int32_t> prompt, neighbour;
+  for (int i = 0; i < 40; ++i) prompt.push_back(3 + (i * 37) % 500);
+  for (int i = 0; i < 20; ++i) neighbour.push_back(5 + (i * 53) % 500);
+  for (const auto& [tag, config] : checkpoints) {
+    SCOPED_TRACE(tag);
+    ASSERT_FALSE(config.empty());
+    auto gpu = models::load_model(
+        testing::write_random_checkpoint(tag, config, {"--seed=17", "--dtype=bf16"}), Device::CUDA);
+    ASSERT_TRUE(cuda::gemv_fused_norms());
+    const auto fused = testing::prompt_logits(*gpu, prompt, 1, &neighbour);
+    cuda::set_gemv_fused_norms(false);
+    const auto plain = testing::prompt_logits(*gpu, prompt, 1, &neighbour);
+    cuda::set_gemv_fused_norms(true);
+    ASSERT_EQ(plain.size(), fused.size());
+    size_t differing = 0;
+    for (size_t i = 0; i < plain.size(); ++i)
+      differing += std::memcmp(&plain[i], &fused[i], sizeof(float)) != 0;
+    EXPECT_EQ(differing, 0u) << "of " << plain.size() << " logits";
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Fixtures, GpuDecoderParity, ::testing::ValuesIn(testing::all_fixtures()),
                          [](const auto& param_info) { return param_info.param; });
 

@@ -48,8 +48,28 @@ struct GemvTarget {
 };
 bool gemv_many_applies(const Tensor& x,  // F32[M, K]
                        std::span<const GemvTarget> targets);
+// An RMSNorm fused into the GEMV's input: x is the raw residual stream and the GEMV multiplies
+// rms_norm(x, weight) — bit for bit cuda::rms_norm into an f32 buffer that the plain GEMV then
+// reads, for 16-byte-aligned rows (the norm's one-pass kernel; device/rope_norm.cuh). Applies
+// when RINGLM_CUDA_FUSED_NORMS is not 0 (gemv_fused_norms), x's rows are 16-byte aligned with
+// K <= 8192, and weight is [K] contiguous, 16-byte aligned, of the matmul weights' dtype.
+struct GemvNorm {
+  const Tensor* weight;  // BF16|F16[K], the matmul weights' dtype
+  float eps;
+  bool unit_offset;  // Gemma: · (1 + weight)
+};
+bool gemv_norm_applies(const Tensor& x,  // F32[M, K]
+                       DType weights, const GemvNorm& norm);
+bool gemv_fused_norms();  // the RINGLM_CUDA_FUSED_NORMS switch (tests and A/Bs turn it off)
+void set_gemv_fused_norms(bool enabled);
 void gemv_many(const Tensor& x,  // F32[M, K], rows may be strided
-               std::span<const GemvTarget> targets);
+               std::span<const GemvTarget> targets, const GemvNorm* norm = nullptr);
+// acc += x · wᵀ (+ bias), one f32 add per element of the GEMV's y: bit for bit gemv into y
+// then add_inplace(acc, y) (the residual add after a block's last projection).
+void gemv_accumulate(const Tensor& x,     // F32[M, K], M <= kGemvMaxRows
+                     const Tensor& w,     // BF16|F16[N, K] contiguous
+                     const Tensor& bias,  // F32|BF16|F16[N] or empty
+                     Tensor& acc);        // F32[M, N], rows may be strided
 // Two or three cuBLAS matmuls of one x (more rows than the GEMV takes) with BF16/F16 weights of
 // one dtype: x is rounded to that dtype once, not once per weight — bit for bit the separate
 // cuda::matmul calls. When the weights lie back to back in memory (WeightStore::place_together:
@@ -73,7 +93,7 @@ void gemm_gated(const Tensor& x, const GemvTarget& gate, const GemvTarget& up,
 bool gemv_gated_applies(const Tensor& x,  // F32[M, K]
                         const GemvTarget& gate, const GemvTarget& up);
 void gemv_gated(const Tensor& x, const GemvTarget& gate, const GemvTarget& up,
-                ops::Activation activation, Tensor& out);
+                ops::Activation activation, Tensor& out, const GemvNorm* norm = nullptr);
 
 // MLX affine-quantized w (ops/weight.h; the caller ran ops::check_quantized). Precision — not the
 // CPU's bit-exact "dense matmul on dequant(w)", but within f32 rounding of it:

@@ -13,6 +13,13 @@
 // of the launch: its bits are the same either way. A gated launch (gemv_gated: gate and up of an
 // MLP) gives each block C/2 columns of both and writes act(gate) · up — the MLP's gated
 // activation without its own kernel or the round trip of gate and up through memory.
+//
+// At a pre-norm block boundary the GEMV also takes the residual stream's add and norm (gemv.h's
+// GemvNorm, gemv_accumulate): the projection that ends a block adds its sums into the residual
+// stream (y += sum), and the matmuls that start the next block read that stream raw and
+// normalize it on the way in — each block sums its rows' squares in the one-pass norm kernel's
+// layout and order (device/rope_norm.cuh), so x · r · w is bit for bit what rms_norm would have
+// written. At batch 1 that leaves no norm kernel between the GEMVs.
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
@@ -24,6 +31,7 @@
 #include "backends/cuda/device/common.cuh"
 #include "backends/cuda/device/gemv_common.cuh"
 #include "backends/cuda/device/pdl.cuh"
+#include "backends/cuda/device/rope_norm.cuh"
 #include "backends/cuda/gemv.h"
 
 namespace ringlm::cuda {
@@ -58,6 +66,13 @@ struct GemvArgs {
   ops::Activation act;
   float* out;  // F32[M, N], row stride ldo
   int64_t ldo;
+  // A fused input norm (norm_w non-null): x is the raw residual stream, normalized by
+  // rms_norm's arithmetic in its one-pass layout of norm_threads threads (at most kThreads).
+  const void* norm_w;  // T[K], 16-byte aligned
+  float norm_eps;
+  bool norm_unit_offset;
+  int norm_threads;
+  bool accumulate;  // y += sum (+ bias) instead of y = sum (+ bias); not gated
 };
 
 // The two T values packed in a 32-bit word, widened exactly to f32.
@@ -70,24 +85,50 @@ __device__ __forceinline__ void widen2(uint32_t v, __half*, float& lo, float& hi
   hi = __half2float(__ushort_as_half(static_cast<unsigned short>(v >> 16)));
 }
 
-// acc[m][c] += Σ_j x[m][j]·w[c][j] for one chunk, j in order (each a single FMA chain).
-template <typename T, int M, int kCols>
+// Eight T values (one 16-byte word), widened exactly to f32.
+template <typename T>
+__device__ __forceinline__ void widen8(uint4 v, float (&f)[kChunk]) {
+  widen2(v.x, static_cast<T*>(nullptr), f[0], f[1]);
+  widen2(v.y, static_cast<T*>(nullptr), f[2], f[3]);
+  widen2(v.z, static_cast<T*>(nullptr), f[4], f[5]);
+  widen2(v.w, static_cast<T*>(nullptr), f[6], f[7]);
+}
+
+// rms[m] = 1 / rms of x row m, summed as rms_norm_vec_kernel sums it (kNorm launches; every
+// thread calls, after the wait for the kernel that wrote x).
+template <int M>
+__device__ __forceinline__ void row_rms_scales(const GemvArgs& a, float (&rms)[M]) {
+  __shared__ float smem[33];
+  const int n4 = static_cast<int>(a.K / 4);
+#pragma unroll
+  for (int m = 0; m < M; ++m) {
+    const auto* row = reinterpret_cast<const float4*>(a.x + m * a.ldx);
+    const float part =
+        device::norm_vec_partial(row, n4, a.norm_threads, static_cast<int>(threadIdx.x));
+    rms[m] = device::rms_scale(device::block_sum(part, smem), static_cast<float>(a.K), a.norm_eps);
+  }
+}
+
+// acc[m][c] += Σ_j x[m][j]·w[c][j] for one chunk, j in order (each a single FMA chain); kNorm:
+// x[m][j] · rms[m] · norm_w[j] in place of x[m][j], as rms_norm computes it.
+template <typename T, int M, int kCols, bool kNorm>
 __device__ __forceinline__ void accumulate_chunk(const GemvArgs& a, int64_t chunk,
-                                                 const uint4 (&wv)[kCols], float (&acc)[M][kCols]) {
+                                                 const uint4 (&wv)[kCols], const float (&rms)[M],
+                                                 float (&acc)[M][kCols]) {
   float wf[kCols][kChunk];
 #pragma unroll
-  for (int c = 0; c < kCols; ++c) {
-    widen2(wv[c].x, static_cast<T*>(nullptr), wf[c][0], wf[c][1]);
-    widen2(wv[c].y, static_cast<T*>(nullptr), wf[c][2], wf[c][3]);
-    widen2(wv[c].z, static_cast<T*>(nullptr), wf[c][4], wf[c][5]);
-    widen2(wv[c].w, static_cast<T*>(nullptr), wf[c][6], wf[c][7]);
-  }
+  for (int c = 0; c < kCols; ++c) widen8<T>(wv[c], wf[c]);
+  float gv[kChunk];
+  if constexpr (kNorm) widen8<T>(__ldg(reinterpret_cast<const uint4*>(a.norm_w) + chunk), gv);
 #pragma unroll
   for (int m = 0; m < M; ++m) {
     float xv[kChunk];
     device::load_x8(a.x + m * a.ldx + chunk * kChunk, a.x_vec, xv);
 #pragma unroll
-    for (int j = 0; j < kChunk; ++j) xv[j] = device::to_f32(device::from_f32<T>(xv[j]));
+    for (int j = 0; j < kChunk; ++j) {
+      if constexpr (kNorm) xv[j] = device::rms_apply(xv[j], rms[m], gv[j], a.norm_unit_offset);
+      xv[j] = device::to_f32(device::from_f32<T>(xv[j]));
+    }
 #pragma unroll
     for (int c = 0; c < kCols; ++c) {
 #pragma unroll
@@ -133,9 +174,10 @@ struct GemvTile {
 
   // Every chunk of the tile, two per iteration (loads first), accumulated chunk by chunk in
   // order; w0/w1 hold the first pair on entry (loaded by the caller).
-  template <int M>
+  template <int M, bool kNorm>
   __device__ __forceinline__ void accumulate(const GemvArgs& a, uint4 (&w0)[kCols],
-                                             uint4 (&w1)[kCols], float (&acc)[M][kCols]) const {
+                                             uint4 (&w1)[kCols], const float (&rms)[M],
+                                             float (&acc)[M][kCols]) const {
     const int64_t chunks = a.K / kChunk;
 #pragma unroll
     for (int m = 0; m < M; ++m) {
@@ -144,8 +186,9 @@ struct GemvTile {
     }
     for (int64_t ch = threadIdx.x; ch < chunks; ch += 2 * kThreads) {
       if (ch != threadIdx.x) load_pair(chunks, ch, w0, w1);
-      accumulate_chunk<T, M, kCols>(a, ch, w0, acc);
-      if (ch + kThreads < chunks) accumulate_chunk<T, M, kCols>(a, ch + kThreads, w1, acc);
+      accumulate_chunk<T, M, kCols, kNorm>(a, ch, w0, rms, acc);
+      if (ch + kThreads < chunks)
+        accumulate_chunk<T, M, kCols, kNorm>(a, ch + kThreads, w1, rms, acc);
     }
   }
 
@@ -171,7 +214,7 @@ struct GemvTile {
     } else {
       const GemvSegment& seg = a.seg[s];
       device::reduce_tile_to_y<M, kCols, kThreads>(acc, partials, n0, seg.N, seg.bias, seg.y,
-                                                   seg.ldy);
+                                                   seg.ldy, a.accumulate);
     }
   }
 };
@@ -180,8 +223,9 @@ struct GemvTile {
 // tile). The first tile's weights are loaded before waiting for the kernel before us (weights are
 // not its output; x and y are); each next tile's first loads go out before this tile's
 // reduction, so the block streams weights while it reduces. A tile's sums are the same whichever
-// block computes it.
-template <typename T, int M, int kCols, bool kGated>
+// block computes it. kNorm: the block's rows' norm scales are computed once, while the first
+// weights are in flight.
+template <typename T, int M, int kCols, bool kGated, bool kNorm>
 __global__ void __launch_bounds__(kThreads, 2) gemv_kernel(GemvArgs a, int64_t tiles) {
   __shared__ float partials[(kThreads / 32 + 1) * M * kCols];
   using Tile = GemvTile<T, kCols, kGated>;
@@ -192,9 +236,16 @@ __global__ void __launch_bounds__(kThreads, 2) gemv_kernel(GemvArgs a, int64_t t
   current.load_pair(chunks, threadIdx.x, w0, w1);
   device::wait_prior_grid();
   device::launch_dependents();
+  float rms[M];
+  if constexpr (kNorm) {
+    row_rms_scales<M>(a, rms);
+  } else {
+#pragma unroll
+    for (int m = 0; m < M; ++m) rms[m] = 1.0f;
+  }
   while (true) {
     float acc[M][kCols];
-    current.template accumulate<M>(a, w0, w1, acc);
+    current.template accumulate<M, kNorm>(a, w0, w1, rms, acc);
     const int64_t next_tile = tile + gridDim.x;
     const bool more = next_tile < tiles;
     const Tile next(a, more ? next_tile : tile);
@@ -219,18 +270,34 @@ std::atomic<bool>& persistent_flag() {
   return on;
 }
 
+std::atomic<bool>& fused_norms_flag() {
+  static std::atomic<bool> on{env_switch_on("RINGLM_CUDA_FUSED_NORMS")};
+  return on;
+}
+
 int64_t grid_for_tiles(int64_t tiles, int rows) {
   if (rows < kPersistentMinRows || !persistent_flag().load(std::memory_order_relaxed)) return tiles;
   return std::min(tiles, int64_t{sm_count()} * kPersistentBlocksPerSm);
 }
 
+template <typename T, int M, int kCols, bool kGated>
+void launch_tiles(const GemvArgs& a, int64_t tiles, cudaStream_t stream) {
+  const dim3 grid(static_cast<unsigned>(grid_for_tiles(tiles, M)));
+  if (a.norm_w != nullptr) {
+    launch_pdl(gemv_kernel<T, M, kCols, kGated, true>, grid, dim3(kThreads), 0, stream, a, tiles);
+  } else {
+    launch_pdl(gemv_kernel<T, M, kCols, kGated, false>, grid, dim3(kThreads), 0, stream, a, tiles);
+  }
+}
+
 template <typename T, int M, int kCols>
 void launch_cols(GemvArgs a, bool gated, cudaStream_t stream) {
   if (gated) {
-    const int64_t tiles = (a.seg[0].N + kCols / 2 - 1) / (kCols / 2);
-    launch_pdl(gemv_kernel<T, M, kCols, true>,
-               dim3(static_cast<unsigned>(grid_for_tiles(tiles, M))), dim3(kThreads), 0, stream, a,
-               tiles);
+    if constexpr (kCols <= 4) {  // launch() gives gated launches 2 or 4 columns
+      launch_tiles<T, M, kCols, true>(a, (a.seg[0].N + kCols / 2 - 1) / (kCols / 2), stream);
+    } else {
+      RINGLM_FAIL("gemv: a gated launch of ", kCols, " columns");
+    }
     return;
   }
   int64_t tiles = 0;
@@ -238,8 +305,7 @@ void launch_cols(GemvArgs a, bool gated, cudaStream_t stream) {
     a.seg[s].first_block = tiles;
     tiles += (a.seg[s].N + kCols - 1) / kCols;
   }
-  launch_pdl(gemv_kernel<T, M, kCols, false>, dim3(static_cast<unsigned>(grid_for_tiles(tiles, M))),
-             dim3(kThreads), 0, stream, a, tiles);
+  launch_tiles<T, M, kCols, false>(a, tiles, stream);
 }
 
 template <typename T, int M>
@@ -282,6 +348,13 @@ void set_gemv_persistent(bool enabled) {
   persistent_flag().store(enabled, std::memory_order_relaxed);
 }
 
+bool gemv_fused_norms() {
+  return fused_norms_flag().load(std::memory_order_relaxed);
+}
+void set_gemv_fused_norms(bool enabled) {
+  fused_norms_flag().store(enabled, std::memory_order_relaxed);
+}
+
 int64_t leading_dim(const Tensor& t) {
   const int64_t cols = t.shape[1];
   return t.shape[0] <= 1 ? (t.strides[0] >= cols ? t.strides[0] : cols) : t.strides[0];
@@ -321,13 +394,44 @@ GemvArgs args_for(const Tensor& x, std::span<const GemvTarget> targets) {
   return a;
 }
 
+void set_norm(const Tensor& x, const GemvNorm* norm, GemvArgs& a) {
+  if (norm == nullptr) return;
+  a.norm_w = norm->weight->data;
+  a.norm_eps = norm->eps;
+  a.norm_unit_offset = norm->unit_offset;
+  a.norm_threads = device::norm_vec_threads(x.shape[1]);
+}
+
 }  // namespace
 
-void gemv_many(const Tensor& x, std::span<const GemvTarget> targets) {
+bool gemv_norm_applies(const Tensor& x, DType weights, const GemvNorm& norm) {
+  const Tensor& g = *norm.weight;
+  const int64_t K = x.shape[1];
+  return gemv_fused_norms() && x.dtype == DType::F32 && aligned16(x.data) &&
+         leading_dim(x) % 4 == 0 && K % kChunk == 0 && device::norm_vec_threads(K) <= kThreads &&
+         K <= int64_t{4} * device::kNormVecThreads * device::kNormMaxVecs && g.dtype == weights &&
+         g.device == Device::CUDA && g.shape.size() == 1 && g.shape[0] == K && g.strides[0] == 1 &&
+         aligned16(g.data);
+}
+
+void gemv_many(const Tensor& x, std::span<const GemvTarget> targets, const GemvNorm* norm) {
   RINGLM_CHECK(gemv_many_applies(x, targets), "gemv_many: ", targets.size(),
                " targets it does not serve");
-  launch_rows(targets[0].w->dtype, x.shape[0], args_for(x, targets), false,
-              Context::get().stream());
+  RINGLM_CHECK(norm == nullptr || gemv_norm_applies(x, targets[0].w->dtype, *norm),
+               "gemv_many: a norm it does not fuse");
+  GemvArgs a = args_for(x, targets);
+  set_norm(x, norm, a);
+  launch_rows(targets[0].w->dtype, x.shape[0], a, false, Context::get().stream());
+  check_launch("gemv_kernel");
+}
+
+void gemv_accumulate(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& acc) {
+  const GemvTarget one{&w, &bias, &acc};
+  const std::span<const GemvTarget> targets(&one, 1);
+  RINGLM_CHECK(gemv_many_applies(x, targets), "gemv_accumulate: a matmul it does not serve");
+  GemvArgs a = args_for(x, targets);
+  a.accumulate = true;
+  launch_rows(w.dtype, x.shape[0], a, false, Context::get().stream());
   check_launch("gemv_kernel");
 }
 
@@ -337,10 +441,13 @@ bool gemv_gated_applies(const Tensor& x, const GemvTarget& gate, const GemvTarge
 }
 
 void gemv_gated(const Tensor& x, const GemvTarget& gate, const GemvTarget& up,
-                ops::Activation activation, Tensor& out) {
+                ops::Activation activation, Tensor& out, const GemvNorm* norm) {
   RINGLM_CHECK(gemv_gated_applies(x, gate, up), "gemv_gated: weights it does not serve");
+  RINGLM_CHECK(norm == nullptr || gemv_norm_applies(x, gate.w->dtype, *norm),
+               "gemv_gated: a norm it does not fuse");
   const GemvTarget both[] = {gate, up};
   GemvArgs a = args_for(x, both);
+  set_norm(x, norm, a);
   a.act = activation;
   a.out = out.ptr<float>();
   a.ldo = leading_dim(out);

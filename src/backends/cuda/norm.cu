@@ -8,7 +8,6 @@
 // ops; out may alias x or the residual (a thread reads its residual elements before it writes
 // them). out may also be BF16/F16: the same f32 value rounded once (for a matmul whose cuBLAS path
 // would round it anyway).
-#include <algorithm>
 #include <cstdint>
 #include <type_traits>
 
@@ -57,9 +56,10 @@ __device__ __forceinline__ void store4(O* dst, float a, float b, float c, float 
 // Rows whose length is a multiple of 4 and at most 4 · kVecThreads · kMaxVecs: each thread loads
 // its float4s once into registers (all loads in flight together), one block reduction, then
 // writes from registers. A single row (decode at batch 1) is then one short burst, not a loop
-// of dependent loads.
-constexpr int kVecThreads = 512;  // rows up to 16384 (4 · 512 · 8); the weights stay in registers
-constexpr int kMaxVecs = 8;
+// of dependent loads. The layout and the order of the sum of squares are device/rope_norm.cuh's
+// (norm_vec_partial), which the GEMV with a fused norm (gemv.cu) reproduces bit for bit.
+constexpr int kVecThreads = device::kNormVecThreads;  // the weights stay in registers
+constexpr int kMaxVecs = device::kNormMaxVecs;
 template <typename W, typename O, bool kAdd>
 __global__ void __launch_bounds__(kVecThreads)
     rms_norm_vec_kernel(float* x, int64_t ldx, const float* residual, int64_t ld_res,
@@ -161,9 +161,7 @@ void norm_rows(const Tensor& x, const Tensor* residual, const Tensor& weight,
   const bool aligned = vec_aligned(x) && vec_aligned(out) && (!kAdd || vec_aligned(*residual));
   if (aligned && H % 4 == 0 && H <= 4 * kVecThreads * kMaxVecs) {
     // Up to kMaxVecs float4 per thread, at least a warp, at most kVecThreads.
-    const int64_t vec_threads = (H / 4 + kMaxVecs - 1) / kMaxVecs;
-    const auto threads =
-        static_cast<unsigned>(std::clamp<int64_t>((vec_threads + 31) / 32 * 32, 32, kVecThreads));
+    const auto threads = static_cast<unsigned>(device::norm_vec_threads(H));
     device::dispatch_float(weight.dtype, [&]<typename W>(W*) {
       dispatch_out(out.dtype, [&]<typename O>(O*) {
         launch_pdl(rms_norm_vec_kernel<W, O, kAdd>, dim3(static_cast<unsigned>(M)), dim3(threads),

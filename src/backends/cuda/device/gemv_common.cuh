@@ -50,17 +50,23 @@ __device__ __forceinline__ void reduce_tile(float (&acc)[M][C], float* smem) {
   __syncthreads();
 }
 
-// reduce_tile, then y[m, n0 + c] = sum (+ bias[n0 + c]) for n0 + c < N.
+// reduce_tile, then y[m, n0 + c] = sum (+ bias[n0 + c]) for n0 + c < N; `accumulate`:
+// y[m, n0 + c] += that value (one f32 add, as add_inplace of the stored value would do).
 template <int M, int C, int THREADS>
 __device__ __forceinline__ void reduce_tile_to_y(float (&acc)[M][C], float* smem, int64_t n0,
-                                                 int64_t N, AnyFloat bias, float* y, int64_t ldy) {
+                                                 int64_t N, AnyFloat bias, float* y, int64_t ldy,
+                                                 bool accumulate = false) {
   reduce_tile<M, C, THREADS>(acc, smem);
   const int i = static_cast<int>(threadIdx.x);
   if (i < M * C) {
     const int m = i / C, c = i % C;
     const float s = smem[(THREADS / 32) * (M * C) + i];
     const int64_t n = n0 + c;
-    if (n < N) y[m * ldy + n] = bias.p == nullptr ? s : s + bias[n];
+    if (n < N) {
+      const float v = bias.p == nullptr ? s : s + bias[n];
+      float* dst = y + m * ldy + n;
+      *dst = accumulate ? *dst + v : v;
+    }
   }
 }
 

@@ -16,6 +16,32 @@ __device__ __forceinline__ float square_sum(float4 v) {
   return __fmaf_rn(v.w, v.w, s);
 }
 
+// The one-pass RMSNorm's layout (norm.cu's rms_norm_vec_kernel), shared with the decode GEMV
+// that normalizes its input on the way in (gemv.cu) so both sum a row's squares in the same
+// order: a row of 4·n4 floats, thread t of `threads` holds float4s t, t + threads, ... (at most
+// kNormMaxVecs), sums their square_sum in that order, then block_sum over the threads.
+constexpr int kNormVecThreads = 512;  // rows up to 16384 floats
+constexpr int kNormMaxVecs = 8;
+// Threads of that layout for a row of H floats: a multiple of 32 in [32, kNormVecThreads].
+__host__ __device__ constexpr int norm_vec_threads(long long H) {
+  const long long per_thread = (H / 4 + kNormMaxVecs - 1) / kNormMaxVecs;
+  const long long threads = (per_thread + 31) / 32 * 32;
+  return threads < 32 ? 32
+                      : (threads > kNormVecThreads ? kNormVecThreads : static_cast<int>(threads));
+}
+// Thread `t`'s share of the row's sum of squares in that layout (0 for t >= threads).
+__device__ __forceinline__ float norm_vec_partial(const float4* row, int n4, int threads, int t) {
+  float sumsq = 0.0f;
+  if (t >= threads) return sumsq;
+#pragma unroll
+  for (int i = 0; i < kNormMaxVecs; ++i) {
+    const int idx = t + i * threads;
+    const float4 v = idx < n4 ? row[idx] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    sumsq += square_sum(v);
+  }
+  return sumsq;
+}
+
 // 1 / sqrt(mean of squares + eps), IEEE sqrt and division.
 __device__ __forceinline__ float rms_scale(float sumsq, float n, float eps) {
   return 1.0f / sqrtf(sumsq / n + eps);

@@ -1,0 +1,119 @@
+// The residual-stream matmuls (ops/residual_matmul.h): the CUDA GEMV's fused forms where they
+// apply, else the ops they stand for.
+#include "ops/residual_matmul.h"
+
+#include <cmath>
+#include <vector>
+
+#ifdef RINGLM_HAS_CUDA
+#include "backends/cuda/cuda_ops.h"
+#include "backends/cuda/gemv.h"
+#endif
+#include "ops/check.h"
+
+namespace ringlm::ops {
+
+namespace {
+
+#ifdef RINGLM_HAS_CUDA
+// The GEMV targets of dense weights that the fused norm serves, or empty.
+std::vector<cuda::GemvTarget> fused_targets(const NormedRows& in,
+                                            std::span<const MatmulTarget> targets) {
+  std::vector<cuda::GemvTarget> gemv;
+  if (in.x->device != Device::CUDA || targets.empty()) return gemv;
+  for (const MatmulTarget& t : targets) {
+    if (t.w->is_quantized()) return {};
+    gemv.push_back({&t.w->dense(), t.bias, t.y});
+  }
+  const cuda::GemvNorm norm{in.weight, in.config.eps, in.config.unit_offset};
+  if (!cuda::gemv_many_applies(*in.x, gemv) ||
+      !cuda::gemv_norm_applies(*in.x, gemv[0].w->dtype, norm))
+    return {};
+  return gemv;
+}
+
+// rms_norm's checks of its input and weight (the fused forms never write `normed`).
+void check_normed(const NormedRows& in) {
+  const Tensor& x = *in.x;
+  check_dtype(x, DType::F32, "normed rows x");
+  check_shape(x, {-1, -1}, "normed rows x");
+  detail::check_rows(x, "normed rows x");
+  detail::check_float_storage(*in.weight, "normed rows weight");
+  check_shape(*in.weight, {x.shape[1]}, "normed rows weight");
+  detail::check_contiguous(*in.weight, "normed rows weight");
+  RINGLM_CHECK(in.config.eps >= 0.0f && std::isfinite(in.config.eps), "normed rows: eps ",
+               in.config.eps, " must be finite and >= 0");
+}
+#endif
+
+}  // namespace
+
+void matmul_many(const NormedRows& in, Tensor& normed, std::span<const MatmulTarget> targets) {
+#ifdef RINGLM_HAS_CUDA
+  if (const auto gemv = fused_targets(in, targets); !gemv.empty()) {
+    check_normed(in);
+    for (const MatmulTarget& t : targets) detail::check_matmul(*in.x, t.w->dense(), *t.bias, *t.y);
+    const cuda::GemvNorm norm{in.weight, in.config.eps, in.config.unit_offset};
+    return cuda::gemv_many(*in.x, gemv, &norm);
+  }
+#endif
+  rms_norm(*in.x, *in.weight, in.config, normed);
+  matmul_many(normed, targets);
+}
+
+void gated_matmul(const NormedRows& in, Tensor& normed, const MatmulTarget& gate,
+                  const MatmulTarget& up, Activation activation, Tensor& out) {
+#ifdef RINGLM_HAS_CUDA
+  const MatmulTarget both[] = {gate, up};
+  if (const auto gemv = fused_targets(in, both);
+      !gemv.empty() && cuda::gemv_gated_applies(*in.x, gemv[0], gemv[1])) {
+    check_normed(in);
+    for (const MatmulTarget& t : both) detail::check_matmul(*in.x, t.w->dense(), *t.bias, *t.y);
+    // gated_matmul's checks of out (the GEMV writes f32).
+    check_dtype(out, DType::F32, "gated_matmul out");
+    check_shape(out, {gate.y->shape[0], gate.y->shape[1]}, "gated_matmul out");
+    detail::check_rows(out, "gated_matmul out");
+    detail::check_no_overlap(out, *in.x, "gated_matmul out");
+    RINGLM_CHECK(activation == Activation::SiLU || activation == Activation::GeluTanh,
+                 "gated_matmul: unknown activation ", static_cast<int>(activation));
+    const cuda::GemvNorm norm{in.weight, in.config.eps, in.config.unit_offset};
+    return cuda::gemv_gated(*in.x, gemv[0], gemv[1], activation, out, &norm);
+  }
+#endif
+  rms_norm(*in.x, *in.weight, in.config, normed);
+  gated_matmul(normed, gate, up, activation, out);
+}
+
+void matmul_accumulate(const Tensor& x, const Weight& w, const Tensor& bias, Tensor& scratch,
+                       Tensor& acc) {
+#ifdef RINGLM_HAS_CUDA
+  if (x.device == Device::CUDA && !w.is_quantized() && cuda::gemv_applies(x, w.dense())) {
+    detail::check_matmul(x, w.dense(), bias, acc);
+    return cuda::gemv_accumulate(x, w.dense(), bias, acc);
+  }
+#endif
+  matmul(x, w, bias, scratch);
+  add_inplace(acc, scratch);
+}
+
+bool residual_fusion_applies(const NormedRows& in, std::span<const Weight* const> weights) {
+#ifdef RINGLM_HAS_CUDA
+  if (in.x->device != Device::CUDA || weights.empty()) return false;
+  std::vector<Tensor> dense;
+  for (const Weight* w : weights) {
+    if (w->is_quantized()) return false;
+    dense.push_back(w->dense());
+  }
+  for (const Tensor& w : dense) {
+    if (w.dtype != dense[0].dtype || !cuda::gemv_applies(*in.x, w)) return false;
+  }
+  return cuda::gemv_norm_applies(*in.x, dense[0].dtype,
+                                 {in.weight, in.config.eps, in.config.unit_offset});
+#else
+  (void)in;
+  (void)weights;
+  return false;
+#endif
+}
+
+}  // namespace ringlm::ops
