@@ -8,6 +8,7 @@
 #include <iterator>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "backends/cuda/cuda_ops.h"
 #include "backends/cuda/runtime.h"
@@ -211,33 +212,43 @@ TEST(GpuModel, RoundedMatmulInputsChangeNoBits) {
   }
 }
 
-// The residual-fused decoder blocks (ops/residual_matmul.h: at 1-2 rows the GEMVs add into the
-// residual stream and normalize it on their way in, no norm kernels) change no bits: bf16
-// checkpoints of a Llama (head_dim 128) and of the qwen2 (q/k/v biases) and qwen3 (q/k norms)
-// fixtures' configs, a prompt fed one token per step beside a neighbour (steps of 2 rows, then
-// of 1), fused and not.
+// The residual-fused decoder blocks (ops/residual_matmul.h: the GEMVs at 1-2 rows and the MLX
+// GEMM at 1-16 add into the residual stream and normalize it on their way in, no norm kernels)
+// change no bits: bf16 checkpoints of a Llama (head_dim 128) and of the qwen2 (q/k/v biases) and
+// qwen3 (q/k norms) fixtures' configs fed one token per step beside a neighbour (steps of 2 rows,
+// then of 1), and the Llama quantized to MLX 4 and 8 bits fed 7 tokens per step (14 rows, then 7),
+// fused and not.
 TEST(GpuModel, FusedResidualChangesNoBits) {
   RINGLM_REQUIRE_GPU();
   auto fixture_config = [](const std::string& name) {
     std::ifstream in(testing::fixture_model_dir(name) + "/config.json");
     return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   };
-  const std::pair<std::string, std::string> checkpoints[] = {
-      {"gpu_bf16_fused_llama", testing::llama_config(256, 512, 2, 8, 2, 128)},
-      {"gpu_bf16_fused_qwen2", fixture_config("qwen2")},
-      {"gpu_bf16_fused_qwen3", fixture_config("qwen3")}};
+  struct Checkpoint {
+    std::string tag, config;
+    std::vector<std::string> flags;
+    int64_t chunk;
+  };
+  const std::string llama = testing::llama_config(256, 512, 2, 8, 2, 128);
+  const std::vector<std::string> bf16 = {"--seed=17", "--dtype=bf16"};
+  const Checkpoint checkpoints[] = {
+      {"gpu_fused_llama", llama, bf16, 1},
+      {"gpu_fused_qwen2", fixture_config("qwen2"), bf16, 1},
+      {"gpu_fused_qwen3", fixture_config("qwen3"), bf16, 1},
+      {"gpu_fused_mlx4", llama, {"--seed=17", "--dtype=bf16", "--quantize=4"}, 7},
+      {"gpu_fused_mlx8", llama, {"--seed=17", "--dtype=bf16", "--quantize=8"}, 7}};
   std::vector<int32_t> prompt, neighbour;
   for (int i = 0; i < 40; ++i) prompt.push_back(3 + (i * 37) % 500);
   for (int i = 0; i < 20; ++i) neighbour.push_back(5 + (i * 53) % 500);
-  for (const auto& [tag, config] : checkpoints) {
-    SCOPED_TRACE(tag);
-    ASSERT_FALSE(config.empty());
-    auto gpu = models::load_model(
-        testing::write_random_checkpoint(tag, config, {"--seed=17", "--dtype=bf16"}), Device::CUDA);
+  for (const Checkpoint& c : checkpoints) {
+    SCOPED_TRACE(c.tag);
+    ASSERT_FALSE(c.config.empty());
+    auto gpu = models::load_model(testing::write_random_checkpoint(c.tag, c.config, c.flags),
+                                  Device::CUDA);
     ASSERT_TRUE(cuda::gemv_fused_norms());
-    const auto fused = testing::prompt_logits(*gpu, prompt, 1, &neighbour);
+    const auto fused = testing::prompt_logits(*gpu, prompt, c.chunk, &neighbour);
     cuda::set_gemv_fused_norms(false);
-    const auto plain = testing::prompt_logits(*gpu, prompt, 1, &neighbour);
+    const auto plain = testing::prompt_logits(*gpu, prompt, c.chunk, &neighbour);
     cuda::set_gemv_fused_norms(true);
     ASSERT_EQ(plain.size(), fused.size());
     size_t differing = 0;

@@ -67,11 +67,10 @@ struct GemvArgs {
   float* out;  // F32[M, N], row stride ldo
   int64_t ldo;
   // A fused input norm (norm_w non-null): x is the raw residual stream, normalized by
-  // rms_norm's arithmetic in its one-pass layout of norm_threads threads (at most kThreads).
+  // rms_norm's arithmetic in its one-pass layout (device/rope_norm.cuh).
   const void* norm_w;  // T[K], 16-byte aligned
   float norm_eps;
   bool norm_unit_offset;
-  int norm_threads;
   bool accumulate;  // y += sum (+ bias) instead of y = sum (+ bias); not gated
 };
 
@@ -92,21 +91,6 @@ __device__ __forceinline__ void widen8(uint4 v, float (&f)[kChunk]) {
   widen2(v.y, static_cast<T*>(nullptr), f[2], f[3]);
   widen2(v.z, static_cast<T*>(nullptr), f[4], f[5]);
   widen2(v.w, static_cast<T*>(nullptr), f[6], f[7]);
-}
-
-// rms[m] = 1 / rms of x row m, summed as rms_norm_vec_kernel sums it (kNorm launches; every
-// thread calls, after the wait for the kernel that wrote x).
-template <int M>
-__device__ __forceinline__ void row_rms_scales(const GemvArgs& a, float (&rms)[M]) {
-  __shared__ float smem[33];
-  const int n4 = static_cast<int>(a.K / 4);
-#pragma unroll
-  for (int m = 0; m < M; ++m) {
-    const auto* row = reinterpret_cast<const float4*>(a.x + m * a.ldx);
-    const float part =
-        device::norm_vec_partial(row, n4, a.norm_threads, static_cast<int>(threadIdx.x));
-    rms[m] = device::rms_scale(device::block_sum(part, smem), static_cast<float>(a.K), a.norm_eps);
-  }
 }
 
 // acc[m][c] += Σ_j x[m][j]·w[c][j] for one chunk, j in order (each a single FMA chain); kNorm:
@@ -238,7 +222,11 @@ __global__ void __launch_bounds__(kThreads, 2) gemv_kernel(GemvArgs a, int64_t t
   device::launch_dependents();
   float rms[M];
   if constexpr (kNorm) {
-    row_rms_scales<M>(a, rms);
+    __shared__ float norm_smem[32 * M], norm_rms[M];
+    device::norm_vec_row_scales<M>(a.x, a.ldx, M, static_cast<int>(a.K), a.norm_eps, norm_smem,
+                                   norm_rms);
+#pragma unroll
+    for (int m = 0; m < M; ++m) rms[m] = norm_rms[m];
   } else {
 #pragma unroll
     for (int m = 0; m < M; ++m) rms[m] = 1.0f;
@@ -394,12 +382,11 @@ GemvArgs args_for(const Tensor& x, std::span<const GemvTarget> targets) {
   return a;
 }
 
-void set_norm(const Tensor& x, const GemvNorm* norm, GemvArgs& a) {
+void set_norm(const GemvNorm* norm, GemvArgs& a) {
   if (norm == nullptr) return;
   a.norm_w = norm->weight->data;
   a.norm_eps = norm->eps;
   a.norm_unit_offset = norm->unit_offset;
-  a.norm_threads = device::norm_vec_threads(x.shape[1]);
 }
 
 }  // namespace
@@ -408,9 +395,9 @@ bool gemv_norm_applies(const Tensor& x, DType weights, const GemvNorm& norm) {
   const Tensor& g = *norm.weight;
   const int64_t K = x.shape[1];
   return gemv_fused_norms() && x.dtype == DType::F32 && aligned16(x.data) &&
-         leading_dim(x) % 4 == 0 && K % kChunk == 0 && device::norm_vec_threads(K) <= kThreads &&
+         leading_dim(x) % 4 == 0 && K % kChunk == 0 &&
          K <= int64_t{4} * device::kNormVecThreads * device::kNormMaxVecs && g.dtype == weights &&
-         g.device == Device::CUDA && g.shape.size() == 1 && g.shape[0] == K && g.strides[0] == 1 &&
+         g.device == Device::CUDA && g.ndim == 1 && g.shape[0] == K && g.strides[0] == 1 &&
          aligned16(g.data);
 }
 
@@ -420,7 +407,7 @@ void gemv_many(const Tensor& x, std::span<const GemvTarget> targets, const GemvN
   RINGLM_CHECK(norm == nullptr || gemv_norm_applies(x, targets[0].w->dtype, *norm),
                "gemv_many: a norm it does not fuse");
   GemvArgs a = args_for(x, targets);
-  set_norm(x, norm, a);
+  set_norm(norm, a);
   launch_rows(targets[0].w->dtype, x.shape[0], a, false, Context::get().stream());
   check_launch("gemv_kernel");
 }
@@ -447,7 +434,7 @@ void gemv_gated(const Tensor& x, const GemvTarget& gate, const GemvTarget& up,
                "gemv_gated: a norm it does not fuse");
   const GemvTarget both[] = {gate, up};
   GemvArgs a = args_for(x, both);
-  set_norm(x, norm, a);
+  set_norm(norm, a);
   a.act = activation;
   a.out = out.ptr<float>();
   a.ldo = leading_dim(out);

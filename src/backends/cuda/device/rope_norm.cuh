@@ -6,6 +6,10 @@
 
 #include <cuda_runtime.h>
 
+#include <cstdint>
+
+#include "backends/cuda/device/common.cuh"
+
 namespace ringlm::cuda::device {
 
 // x² + y² + z² + w² of a thread's float4, in this order.
@@ -50,6 +54,38 @@ __device__ __forceinline__ float rms_scale(float sumsq, float n, float eps) {
 // x · r · w (Gemma: · (1 + w)).
 __device__ __forceinline__ float rms_apply(float x, float r, float w, bool unit_offset) {
   return __fmul_rn(__fmul_rn(x, r), unit_offset ? 1.0f + w : w);
+}
+
+// 1 / rms of rows 0 .. rows - 1 of x (F32, 16-byte aligned rows of H = 4·n4 floats, ldx apart)
+// into out[m], bit for bit what rms_norm_vec_kernel computes for each row: the calling block's
+// warps play the layout's norm_vec_threads(H) threads (warp w takes the layout's warps w,
+// w + warps, ...), each layout warp's sum is its butterfly (warp_sum), and the first warp adds the
+// layout warps' sums by the same butterfly, zeros past them — block_sum's order. Every thread of
+// the block (blockDim.x a multiple of 32) calls it; out is visible to all on return.
+// smem: 32 · MAX_ROWS floats.
+template <int MAX_ROWS>
+__device__ __forceinline__ void norm_vec_row_scales(const float* x, int64_t ldx, int rows, int H,
+                                                    float eps, float* smem, float* out) {
+  const int lane = static_cast<int>(threadIdx.x) & 31, warp = static_cast<int>(threadIdx.x) >> 5;
+  const int warps = static_cast<int>(blockDim.x) >> 5;
+  const int threads = norm_vec_threads(H), layout_warps = threads / 32, n4 = H / 4;
+#pragma unroll
+  for (int m = 0; m < MAX_ROWS; ++m) {
+    if (m >= rows) break;
+    const auto* row = reinterpret_cast<const float4*>(x + m * ldx);
+    for (int lw = warp; lw < layout_warps; lw += warps) {
+      const float part = warp_sum(norm_vec_partial(row, n4, threads, 32 * lw + lane));
+      if (lane == 0) smem[32 * m + lw] = part;
+    }
+  }
+  __syncthreads();
+  if (warp == 0) {
+    for (int m = 0; m < rows; ++m) {
+      const float total = warp_sum(lane < layout_warps ? smem[32 * m + lane] : 0.0f);
+      if (lane == 0) out[m] = rms_scale(total, static_cast<float>(H), eps);
+    }
+  }
+  __syncthreads();
 }
 
 // cos and sin of pos · inv_freq in f32 (full-range cosf / sinf), times attention_scaling.
