@@ -103,7 +103,7 @@ TEST(CudaResidualMatmul, NormedProjectionsEqualNormThenGemv) {
       // K: one float4 per norm thread or several; from 8200 the norm's layout has more threads
       // than the GEMV's block (its warps play two or more of them).
       for (int64_t K : {int64_t{8}, int64_t{264}, int64_t{1032}, int64_t{4096}, int64_t{8200},
-                        int64_t{16384}}) {
+                        int64_t{12288}}) {
         for (int64_t x_pad : {int64_t{0}, int64_t{4}}) {
           for (bool unit_offset : {false, true}) {
             SCOPED_TRACE(::testing::Message()
@@ -273,9 +273,10 @@ TEST(CudaResidualMatmul, QuantizedNormedAndAccumulatedEqualUnfused) {
   }
 }
 
-// Where the GEMV cannot fuse the norm (a row longer than the norm's one-pass kernel takes, a
-// misaligned row, a norm weight of another dtype, more rows than the GEMV takes, the switch off),
-// the ops run unfused and residual_fusion_applies says so.
+// Where the GEMV cannot fuse the norm (a row longer than the norm's one-pass kernel takes, rows
+// whose normalized copy would not fit 48 KB of shared memory, a misaligned row, a norm weight of
+// another dtype, more rows than the GEMV takes, the switch off), the ops run unfused and
+// residual_fusion_applies says so.
 TEST(CudaResidualMatmul, DeclinedShapesRunUnfused) {
   RINGLM_REQUIRE_GPU();
   struct Case {
@@ -288,6 +289,8 @@ TEST(CudaResidualMatmul, DeclinedShapesRunUnfused) {
   const Case cases[] = {{"fused", 1, 1032, 0, DType::BF16, true},
                         {"two rows", 2, 1032, 0, DType::BF16, true},
                         {"K over the layout", 1, 16392, 0, DType::BF16, false},
+                        {"one row of the layout's longest", 1, 16384, 0, DType::BF16, true},
+                        {"two rows over 48 KB normalized", 2, 16384, 0, DType::BF16, false},
                         {"misaligned rows", 1, 1032, 1, DType::BF16, false},
                         {"f32 norm weight", 1, 1032, 0, DType::F32, false},
                         {"three rows", 3, 1032, 0, DType::BF16, false}};

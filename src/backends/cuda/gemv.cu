@@ -18,8 +18,10 @@
 // GemvNorm, gemv_accumulate): the projection that ends a block adds its sums into the residual
 // stream (y += sum), and the matmuls that start the next block read that stream raw and
 // normalize it on the way in — each block sums its rows' squares in the one-pass norm kernel's
-// layout and order (device/rope_norm.cuh), so x · r · w is bit for bit what rms_norm would have
-// written. At batch 1 that leaves no norm kernel between the GEMVs.
+// layout and order (device/rope_norm.cuh) and writes x · r · w, rounded to T, to shared memory
+// once, so the dot products see bit for bit what rms_norm would have written. Such launches are
+// persistent (a block per tile would pay that prologue per tile). At batch 1 that leaves no norm
+// kernel between the GEMVs.
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
@@ -30,6 +32,7 @@
 #include "backends/cuda/device/activation.cuh"
 #include "backends/cuda/device/common.cuh"
 #include "backends/cuda/device/gemv_common.cuh"
+#include "backends/cuda/device/mma.cuh"
 #include "backends/cuda/device/pdl.cuh"
 #include "backends/cuda/device/rope_norm.cuh"
 #include "backends/cuda/gemv.h"
@@ -93,25 +96,48 @@ __device__ __forceinline__ void widen8(uint4 v, float (&f)[kChunk]) {
   widen2(v.w, static_cast<T*>(nullptr), f[6], f[7]);
 }
 
+// kNorm launches: rows' x · r · w rounded to T, in shared memory ([M][K / 8] words of 8).
+template <typename T, int M>
+__device__ __forceinline__ void stage_normed_x(const GemvArgs& a, uint4* normed) {
+  __shared__ float norm_smem[32 * M], rms[M];
+  device::norm_vec_row_scales<M>(a.x, a.ldx, M, static_cast<int>(a.K), a.norm_eps, norm_smem, rms);
+  const int64_t chunks = a.K / kChunk;
+  for (int64_t i = threadIdx.x; i < M * chunks; i += kThreads) {
+    const int m = static_cast<int>(i / chunks);
+    const int64_t ch = i % chunks;
+    float xv[kChunk], gv[kChunk];
+    device::load_x8(a.x + m * a.ldx + ch * kChunk, true, xv);
+    widen8<T>(__ldg(reinterpret_cast<const uint4*>(a.norm_w) + ch), gv);
+    uint32_t packed[kChunk / 2];
+#pragma unroll
+    for (int j = 0; j < kChunk; j += 2) {
+      packed[j / 2] =
+          device::pack2<T>(device::rms_apply(xv[j], rms[m], gv[j], a.norm_unit_offset),
+                           device::rms_apply(xv[j + 1], rms[m], gv[j + 1], a.norm_unit_offset));
+    }
+    normed[i] = make_uint4(packed[0], packed[1], packed[2], packed[3]);
+  }
+  __syncthreads();
+}
+
 // acc[m][c] += Σ_j x[m][j]·w[c][j] for one chunk, j in order (each a single FMA chain); kNorm:
-// x[m][j] · rms[m] · norm_w[j] in place of x[m][j], as rms_norm computes it.
+// x[m] from stage_normed_x's words (the same values the plain path rounds x to).
 template <typename T, int M, int kCols, bool kNorm>
 __device__ __forceinline__ void accumulate_chunk(const GemvArgs& a, int64_t chunk,
-                                                 const uint4 (&wv)[kCols], const float (&rms)[M],
+                                                 const uint4 (&wv)[kCols], const uint4* normed,
                                                  float (&acc)[M][kCols]) {
   float wf[kCols][kChunk];
 #pragma unroll
   for (int c = 0; c < kCols; ++c) widen8<T>(wv[c], wf[c]);
-  float gv[kChunk];
-  if constexpr (kNorm) widen8<T>(__ldg(reinterpret_cast<const uint4*>(a.norm_w) + chunk), gv);
 #pragma unroll
   for (int m = 0; m < M; ++m) {
     float xv[kChunk];
-    device::load_x8(a.x + m * a.ldx + chunk * kChunk, a.x_vec, xv);
+    if constexpr (kNorm) {
+      widen8<T>(normed[m * (a.K / kChunk) + chunk], xv);
+    } else {
+      device::load_x8(a.x + m * a.ldx + chunk * kChunk, a.x_vec, xv);
 #pragma unroll
-    for (int j = 0; j < kChunk; ++j) {
-      if constexpr (kNorm) xv[j] = device::rms_apply(xv[j], rms[m], gv[j], a.norm_unit_offset);
-      xv[j] = device::to_f32(device::from_f32<T>(xv[j]));
+      for (int j = 0; j < kChunk; ++j) xv[j] = device::to_f32(device::from_f32<T>(xv[j]));
     }
 #pragma unroll
     for (int c = 0; c < kCols; ++c) {
@@ -160,7 +186,7 @@ struct GemvTile {
   // order; w0/w1 hold the first pair on entry (loaded by the caller).
   template <int M, bool kNorm>
   __device__ __forceinline__ void accumulate(const GemvArgs& a, uint4 (&w0)[kCols],
-                                             uint4 (&w1)[kCols], const float (&rms)[M],
+                                             uint4 (&w1)[kCols], const uint4* normed,
                                              float (&acc)[M][kCols]) const {
     const int64_t chunks = a.K / kChunk;
 #pragma unroll
@@ -170,9 +196,9 @@ struct GemvTile {
     }
     for (int64_t ch = threadIdx.x; ch < chunks; ch += 2 * kThreads) {
       if (ch != threadIdx.x) load_pair(chunks, ch, w0, w1);
-      accumulate_chunk<T, M, kCols, kNorm>(a, ch, w0, rms, acc);
+      accumulate_chunk<T, M, kCols, kNorm>(a, ch, w0, normed, acc);
       if (ch + kThreads < chunks)
-        accumulate_chunk<T, M, kCols, kNorm>(a, ch + kThreads, w1, rms, acc);
+        accumulate_chunk<T, M, kCols, kNorm>(a, ch + kThreads, w1, normed, acc);
     }
   }
 
@@ -207,8 +233,8 @@ struct GemvTile {
 // tile). The first tile's weights are loaded before waiting for the kernel before us (weights are
 // not its output; x and y are); each next tile's first loads go out before this tile's
 // reduction, so the block streams weights while it reduces. A tile's sums are the same whichever
-// block computes it. kNorm: the block's rows' norm scales are computed once, while the first
-// weights are in flight.
+// block computes it. kNorm: the block normalizes its rows of x into shared memory once, while its
+// first weights are in flight.
 template <typename T, int M, int kCols, bool kGated, bool kNorm>
 __global__ void __launch_bounds__(kThreads, 2) gemv_kernel(GemvArgs a, int64_t tiles) {
   __shared__ float partials[(kThreads / 32 + 1) * M * kCols];
@@ -220,20 +246,11 @@ __global__ void __launch_bounds__(kThreads, 2) gemv_kernel(GemvArgs a, int64_t t
   current.load_pair(chunks, threadIdx.x, w0, w1);
   device::wait_prior_grid();
   device::launch_dependents();
-  float rms[M];
-  if constexpr (kNorm) {
-    __shared__ float norm_smem[32 * M], norm_rms[M];
-    device::norm_vec_row_scales<M>(a.x, a.ldx, M, static_cast<int>(a.K), a.norm_eps, norm_smem,
-                                   norm_rms);
-#pragma unroll
-    for (int m = 0; m < M; ++m) rms[m] = norm_rms[m];
-  } else {
-#pragma unroll
-    for (int m = 0; m < M; ++m) rms[m] = 1.0f;
-  }
+  extern __shared__ uint4 normed[];  // kNorm: [M][K / 8]
+  if constexpr (kNorm) stage_normed_x<T, M>(a, normed);
   while (true) {
     float acc[M][kCols];
-    current.template accumulate<M, kNorm>(a, w0, w1, rms, acc);
+    current.template accumulate<M, kNorm>(a, w0, w1, normed, acc);
     const int64_t next_tile = tile + gridDim.x;
     const bool more = next_tile < tiles;
     const Tile next(a, more ? next_tile : tile);
@@ -250,7 +267,8 @@ __global__ void __launch_bounds__(kThreads, 2) gemv_kernel(GemvArgs a, int64_t t
 // tiles) unless RINGLM_CUDA_GEMV_PERSISTENT=0 or set_gemv_persistent(false): the same bits either
 // way. One-row launches keep a block per tile: on the H200 (8B shape, docs/benchmarks.md)
 // persistence gave +9.5 % at batch 2 and -0.7 % at batch 1.
-constexpr int kPersistentBlocksPerSm = 2;  // __launch_bounds__(kThreads, 2)
+constexpr int kPersistentBlocksPerSm = 2;      // __launch_bounds__(kThreads, 2)
+constexpr int64_t kMaxNormedBytes = 48 << 10;  // kNorm's x in shared memory, no opt-in needed
 constexpr int kPersistentMinRows = 2;
 
 std::atomic<bool>& persistent_flag() {
@@ -270,10 +288,14 @@ int64_t grid_for_tiles(int64_t tiles, int rows) {
 
 template <typename T, int M, int kCols, bool kGated>
 void launch_tiles(const GemvArgs& a, int64_t tiles, cudaStream_t stream) {
-  const dim3 grid(static_cast<unsigned>(grid_for_tiles(tiles, M)));
-  if (a.norm_w != nullptr) {
-    launch_pdl(gemv_kernel<T, M, kCols, kGated, true>, grid, dim3(kThreads), 0, stream, a, tiles);
+  if (a.norm_w != nullptr) {  // persistent: each block normalizes x once
+    const dim3 grid(
+        static_cast<unsigned>(std::min(tiles, int64_t{sm_count()} * kPersistentBlocksPerSm)));
+    const size_t smem = static_cast<size_t>(M * a.K) * sizeof(T);
+    launch_pdl(gemv_kernel<T, M, kCols, kGated, true>, grid, dim3(kThreads), smem, stream, a,
+               tiles);
   } else {
+    const dim3 grid(static_cast<unsigned>(grid_for_tiles(tiles, M)));
     launch_pdl(gemv_kernel<T, M, kCols, kGated, false>, grid, dim3(kThreads), 0, stream, a, tiles);
   }
 }
@@ -395,7 +417,7 @@ bool gemv_norm_applies(const Tensor& x, DType weights, const GemvNorm& norm) {
   const Tensor& g = *norm.weight;
   const int64_t K = x.shape[1];
   return gemv_fused_norms() && x.dtype == DType::F32 && aligned16(x.data) &&
-         leading_dim(x) % 4 == 0 && K % kChunk == 0 &&
+         leading_dim(x) % 4 == 0 && K % kChunk == 0 && x.shape[0] * K * 2 <= kMaxNormedBytes &&
          K <= int64_t{4} * device::kNormVecThreads * device::kNormMaxVecs && g.dtype == weights &&
          g.device == Device::CUDA && g.ndim == 1 && g.shape[0] == K && g.strides[0] == 1 &&
          aligned16(g.data);
