@@ -2,16 +2,16 @@
 # bench/gpu_fused_norms.sh OUTDIR — on the GPU machine (RINGLM_PREBUILT and scripts/gpu-deps.sh
 # sourced, or a CUDA build): the residual-fusion tests (ops/residual_matmul.h) and the whole GPU
 # suite, then same-binary A/Bs of RINGLM_CUDA_FUSED_NORMS=0 (A, add_rms_norm between the blocks)
-# against =1 (B, the add and the norm inside the matmuls) — the 8B bf16 model at 512 and 32k
-# context (the GEMV's 1-2 rows, and 8 rows where nothing changes), and mlx4 / mlx8 at 1-16 rows
-# (the quantized GEMM). FN_STAGES picks stages (default "tests bf16 mlx"; "step" adds the
-# per-kernel time of a 512 × 1 step on each side, bench/ncu_step.sh); FN_ROUNDS (default 2).
+# against =1 (B, the add and the norm inside the matmuls) — the 8B bf16 model at 512, 4k and 32k
+# context (the GEMV's 1-2 rows, and 8 rows where nothing changes). FN_STAGES picks stages
+# (default "tests bf16"; "step" adds the per-kernel time of a 512 × 1 step on each side,
+# bench/ncu_step.sh); FN_ROUNDS (default 2).
 # shellcheck source=bench/gpu_common.sh
 source "$(dirname "$0")/gpu_common.sh"
 rounds=${FN_ROUNDS:-2}
 dir=${MODEL_ROOT:-/tmp/ringlm-bench}
 off=RINGLM_CUDA_FUSED_NORMS=0 on=RINGLM_CUDA_FUSED_NORMS=1
-for stage in ${FN_STAGES:-tests bf16 mlx}; do
+for stage in ${FN_STAGES:-tests bf16}; do
   case $stage in
     tests)
       timeout 120 build-cuda/ringlm_cuda_tests \
@@ -25,14 +25,8 @@ for stage in ${FN_STAGES:-tests bf16 mlx}; do
       ;;
     bf16)
       AB_TESTS=0 AB_ROUNDS=$rounds AB_ENV_A=$off AB_ENV_B=$on \
-        AB_ROWS="--kv-memory 100000 --context 512 --batch 1,2,8;--kv-memory 110000 --context 32768 --batch 1" \
+        AB_ROWS="--kv-memory 100000 --context 512 --batch 1,2,8;--kv-memory 110000 --context 4096 --batch 1,2;--kv-memory 110000 --context 32768 --batch 1" \
         scripts/gpu-ab "$out/bf16" | tail -12
-      ;;
-    mlx)
-      QMMA_TESTS=0 QMMA_ROUNDS=$rounds QMMA_ENV_A=$off QMMA_ENV_B=$on QMMA_ROWS="--model \
-$dir/llama-3.1-8b-mlx4 --kv-memory 40000 --context 512 --batch 1,2,8,16;--model \
-$dir/llama-3.1-8b-mlx8 --kv-memory 40000 --context 512 --batch 1,16" \
-        bench/gpu_quant_mma.sh "$out/mlx" | tail -12
       ;;
     step)
       model=$dir/llama-3.1-8b

@@ -2,8 +2,8 @@
 // projection that ends a block adds into the stream (matmul_accumulate), and the matmuls that
 // start the next block read the stream through its norm (NormedRows). Each op is bit for bit the
 // unfused ops it names, which is what runs unless the backend fuses it — CUDA: the decode GEMV
-// (1-2 rows of dense 16-bit weights) and the quantized tensor-core GEMM (1-16 rows of MLX 4/8-bit
-// weights), where a layer then runs no norm kernel at all.
+// (1-2 rows of dense 16-bit weights), where a layer then runs no norm kernel at all. (The same
+// fusion in the MLX quantized GEMM was measured and lost: docs/benchmarks.md.)
 //
 // A model takes these forms only where residual_fusion_applies(): elsewhere add_rms_norm (one
 // kernel for the add and the norm) is cheaper than the forms' unfused fallbacks (a separate add).
@@ -45,9 +45,8 @@ void matmul_accumulate(const Tensor& x,     // F32[M, K]
                        Tensor& acc);        // F32[M, N], disjoint from x
 
 // Whether the backend fuses all three for these rows, this norm and these weights (a layer's
-// projections): CUDA with the RINGLM_CUDA_FUSED_NORMS switch on, and either dense weights of one
-// 16-bit dtype that the GEMV serves (at most 2 rows) with the norm weight in that dtype, or MLX
-// weights of one format that the quantized GEMM serves (at most 16 rows) with a BF16 norm weight.
+// projections): CUDA with the RINGLM_CUDA_FUSED_NORMS switch on, dense weights of one 16-bit
+// dtype that the GEMV serves (at most 2 rows), and the norm weight in that dtype.
 bool residual_fusion_applies(const NormedRows& in, std::span<const Weight* const> weights);
 
 }  // namespace ringlm::ops

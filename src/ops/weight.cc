@@ -63,10 +63,11 @@ void check_quantized(const QuantizedMatrix& q, const char* what) {
   detail::device_of(what, {&q.codes, &q.scales, &q.biases});
 }
 
-namespace detail {
+namespace {
 
+// The argument checks of a matmul with quantized weights; returns the device it runs on.
 Device check_quantized_matmul(const Tensor& x, const QuantizedMatrix& q, const Tensor& bias,
-                              const Tensor& y) {
+                              Tensor& y) {
   const Device dev = detail::device_of("matmul", {&x, &q.codes, &q.scales, &q.biases, &bias, &y});
   check_quantized(q, "matmul w");
   check_dtype(x, DType::F32, "matmul x");
@@ -87,7 +88,7 @@ Device check_quantized_matmul(const Tensor& x, const QuantizedMatrix& q, const T
   return dev;
 }
 
-}  // namespace detail
+}  // namespace
 
 void matmul_many(const Tensor& x, std::span<const MatmulTarget> targets) {
 #ifdef RINGLM_HAS_CUDA
@@ -110,7 +111,7 @@ void matmul_many(const Tensor& x, std::span<const MatmulTarget> targets) {
     std::vector<cuda::QuantMma> quant;
     for (const MatmulTarget& t : targets) {
       if (!t.w->is_quantized()) break;
-      detail::check_quantized_matmul(x, t.w->quant(), *t.bias, *t.y);
+      check_quantized_matmul(x, t.w->quant(), *t.bias, *t.y);
       quant.push_back({&x, &t.w->quant(), t.bias, t.y});
     }
     if (quant.size() == targets.size() && cuda::quant_mma_many_applies(quant)) {
@@ -168,7 +169,7 @@ DType matmul_input_dtype(const Weight& w, int64_t rows) {
 void matmul(const Tensor& x, const Weight& w, const Tensor& bias, Tensor& y) {
   if (!w.is_quantized()) return matmul(x, w.dense(), bias, y);
   const QuantizedMatrix& q = w.quant();
-  [[maybe_unused]] const Device dev = detail::check_quantized_matmul(x, q, bias, y);
+  [[maybe_unused]] const Device dev = check_quantized_matmul(x, q, bias, y);
 #ifdef RINGLM_HAS_CUDA
   if (dev == Device::CUDA) return cuda::matmul_quantized(x, q, bias, y);
 #endif

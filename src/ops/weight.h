@@ -60,13 +60,6 @@ class Weight {
 // the error.
 void check_quantized(const QuantizedMatrix& q, const char* what);
 
-namespace detail {
-// matmul's argument checks for quantized weights (x F32[M, K], y F32[M, N] disjoint from x and
-// w); returns the tensors' device.
-Device check_quantized_matmul(const Tensor& x, const QuantizedMatrix& q, const Tensor& bias,
-                              const Tensor& y);
-}  // namespace detail
-
 // The dtype in which a matmul of `rows` rows with w takes x at no cost in precision: BF16/F16
 // where the backend rounds x to the weights' 16-bit dtype anyway (CUDA above the decode GEMV's
 // rows: cuBLAS), so the op that makes x (rms_norm, gated_activation) can write it rounded and

@@ -52,7 +52,7 @@ bool gemv_many_applies(const Tensor& x,  // F32[M, K]
 // rms_norm(x, weight) — bit for bit cuda::rms_norm into an f32 buffer that the plain GEMV then
 // reads, for 16-byte-aligned rows (the norm's one-pass kernel; device/rope_norm.cuh). Applies
 // when RINGLM_CUDA_FUSED_NORMS is not 0 (gemv_fused_norms), x's rows are 16-byte aligned with
-// K <= 16384 (the norm's one-pass rows) and M·K·2 bytes <= 48 KB (the rows normalized in
+// K <= 16384 (the norm's one-pass rows) and M·K·2 bytes <= 40 KB (the rows normalized in
 // shared memory), and weight is [K] contiguous, 16-byte aligned, of the
 // matmul weights' dtype.
 struct GemvNorm {

@@ -25,6 +25,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <cstdlib>
 #include <span>
 #include <type_traits>
 
@@ -75,6 +76,9 @@ struct GemvArgs {
   float norm_eps;
   bool norm_unit_offset;
   bool accumulate;  // y += sum (+ bias) instead of y = sum (+ bias); not gated
+  // The next kernel may launch (PDL) only when this one's blocks are done with their tiles, not
+  // as soon as they start (late_trigger_flags()).
+  bool late_trigger;
 };
 
 // The two T values packed in a 32-bit word, widened exactly to f32.
@@ -245,7 +249,7 @@ __global__ void __launch_bounds__(kThreads, 2) gemv_kernel(GemvArgs a, int64_t t
   uint4 w0[kCols], w1[kCols];
   current.load_pair(chunks, threadIdx.x, w0, w1);
   device::wait_prior_grid();
-  device::launch_dependents();
+  if (!a.late_trigger) device::launch_dependents();
   extern __shared__ uint4 normed[];  // kNorm: [M][K / 8]
   if constexpr (kNorm) stage_normed_x<T, M>(a, normed);
   while (true) {
@@ -261,19 +265,32 @@ __global__ void __launch_bounds__(kThreads, 2) gemv_kernel(GemvArgs a, int64_t t
     tile = next_tile;
     current = next;
   }
+  if (a.late_trigger) device::launch_dependents();
 }
 
 // Two-row GEMV launches are persistent (at most kPersistentBlocksPerSm blocks per SM walking the
 // tiles) unless RINGLM_CUDA_GEMV_PERSISTENT=0 or set_gemv_persistent(false): the same bits either
 // way. One-row launches keep a block per tile: on the H200 (8B shape, docs/benchmarks.md)
 // persistence gave +9.5 % at batch 2 and -0.7 % at batch 1.
-constexpr int kPersistentBlocksPerSm = 2;      // __launch_bounds__(kThreads, 2)
-constexpr int64_t kMaxNormedBytes = 48 << 10;  // kNorm's x in shared memory, no opt-in needed
+constexpr int kPersistentBlocksPerSm = 2;  // __launch_bounds__(kThreads, 2)
+// kNorm's x in shared memory: with the static arrays under the 48 KB that needs no opt-in.
+constexpr int64_t kMaxNormedBytes = 40 << 10;
 constexpr int kPersistentMinRows = 2;
 
 std::atomic<bool>& persistent_flag() {
   static std::atomic<bool> on{env_switch_on("RINGLM_CUDA_GEMV_PERSISTENT")};
   return on;
+}
+
+// Which residual-fusion launches let the next kernel launch only at their end (a same-binary
+// A/B knob, RINGLM_CUDA_FUSED_LATE_TRIGGER read at start-up): bit 0 the normalizing launches,
+// bit 1 the accumulating ones.
+int late_trigger_flags() {
+  static const int flags = [] {
+    const char* v = std::getenv("RINGLM_CUDA_FUSED_LATE_TRIGGER");
+    return v == nullptr ? 0 : std::atoi(v);
+  }();
+  return flags;
 }
 
 std::atomic<bool>& fused_norms_flag() {
@@ -406,6 +423,7 @@ GemvArgs args_for(const Tensor& x, std::span<const GemvTarget> targets) {
 
 void set_norm(const GemvNorm* norm, GemvArgs& a) {
   if (norm == nullptr) return;
+  a.late_trigger = (late_trigger_flags() & 1) != 0;
   a.norm_w = norm->weight->data;
   a.norm_eps = norm->eps;
   a.norm_unit_offset = norm->unit_offset;
@@ -440,6 +458,7 @@ void gemv_accumulate(const Tensor& x, const Tensor& w, const Tensor& bias, Tenso
   RINGLM_CHECK(gemv_many_applies(x, targets), "gemv_accumulate: a matmul it does not serve");
   GemvArgs a = args_for(x, targets);
   a.accumulate = true;
+  a.late_trigger = (late_trigger_flags() & 2) != 0;
   launch_rows(w.dtype, x.shape[0], a, false, Context::get().stream());
   check_launch("gemv_kernel");
 }

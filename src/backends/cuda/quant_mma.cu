@@ -33,10 +33,6 @@
 // Splits: with fewer column tiles than the GPU wants blocks, K is cut into `splits` ranges of whole
 // pages; each block writes its partial sums, and the last block of a tile to finish (a ticket per
 // tile) adds the splits in split order into y and resets the ticket.
-// At a pre-norm block boundary (ops/residual_matmul.h) x may be the raw residual stream with its
-// RMSNorm fused in: each block computes its rows' 1/rms as the norm kernel would (bit for bit,
-// device/rope_norm.cuh) and normalizes each x page in shared memory when it lands; and a block's
-// last projection may add into y (the residual stream) instead of storing.
 #include "backends/cuda/quant_mma.h"
 
 #include <algorithm>
@@ -49,7 +45,6 @@
 #include "backends/cuda/device/common.cuh"
 #include "backends/cuda/device/mma.cuh"
 #include "backends/cuda/device/pdl.cuh"
-#include "backends/cuda/device/rope_norm.cuh"
 #include "backends/cuda/gemv.h"
 
 namespace ringlm::cuda {
@@ -98,11 +93,6 @@ struct MmaArgs {
   int64_t ldx, row_words;
   int groups, group_shift;  // group = k >> group_shift
   int M, K;
-  // A fused input norm (norm_w non-null, the kNorm kernels): x is the raw residual stream.
-  const uint16_t* norm_w;  // BF16[K] (bits), 16-byte aligned
-  float norm_eps;
-  bool norm_unit_offset;
-  bool accumulate;  // y += sum (+ bias) instead of y = sum (+ bias)
 };
 
 // The target that owns grid block `block`.
@@ -195,19 +185,10 @@ __device__ __forceinline__ void cp_async4(void* smem, const void* gmem) {
   asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(dst), "l"(gmem) : "memory");
 }
 
-// x[k] · r · w[k] for the 4 k of a page unit (rms_norm's arithmetic; w bf16 bits).
-__device__ __forceinline__ void normalize_unit(float4& x, float r, uint2 w, bool unit_offset) {
-  x.x = device::rms_apply(x.x, r, bf16_bits_to_f32(w.x & 0xffffu), unit_offset);
-  x.y = device::rms_apply(x.y, r, __uint_as_float(w.x & 0xffff0000u), unit_offset);
-  x.z = device::rms_apply(x.z, r, bf16_bits_to_f32(w.y & 0xffffu), unit_offset);
-  x.w = device::rms_apply(x.w, r, __uint_as_float(w.y & 0xffff0000u), unit_offset);
-}
-
 // kStaged: scales and biases come with each x page through shared memory (one 4-byte copy per
 // two groups of a row) instead of four 2-byte global loads per lane and chunk (Nsight: 39 % of
-// the sectors the kernel requested were these loads' excess). kNorm: x is normalized on the way
-// in (MmaArgs::norm_w).
-template <int BITS, int MT, bool kStaged, bool kNorm>
+// the sectors the kernel requested were these loads' excess).
+template <int BITS, int MT, bool kStaged>
 __global__ void __launch_bounds__(kThreads, 4) quant_mma_kernel(const MmaArgs a) {
   using C = Chunking<BITS>;
   constexpr int kRows = 8 * MT;  // x rows a stage holds (M rounded up to the mma's 8)
@@ -257,21 +238,6 @@ __global__ void __launch_bounds__(kThreads, 4) quant_mma_kernel(const MmaArgs a)
   }
   device::wait_prior_grid();
   device::launch_dependents();
-  __shared__ float row_rms[kNorm ? kRows : 1];  // kNorm: 1 / rms of each x row
-  if constexpr (kNorm) {
-    __shared__ float norm_smem[32 * kRows];
-    device::norm_vec_row_scales<kRows>(a.x, a.ldx, a.M, a.K, a.norm_eps, norm_smem, row_rms);
-  }
-  // kNorm: the landed x page `page` of the split in `stage`, normalized in place.
-  const auto normalize_page = [&](float4* stage, int page) {
-    const int64_t k0 = int64_t{first_page + page} * kPageK;
-    for (int v = static_cast<int>(threadIdx.x); v < a.M * kPageUnits; v += kThreads) {
-      const int r = v / kPageUnits, u = v % kPageUnits;
-      const uint2 w = __ldg(reinterpret_cast<const uint2*>(a.norm_w + k0 + 4 * u));
-      normalize_unit(stage[r * kRowUnits + stored_unit<BITS>(u)], row_rms[r], w,
-                     a.norm_unit_offset);
-    }
-  };
 
   const auto load_x = [&](int page) {  // page into stage page % kXStages; real rows only
     if (page < pages) {
@@ -373,10 +339,6 @@ __global__ void __launch_bounds__(kThreads, 4) quant_mma_kernel(const MmaArgs a)
         device::cp_async_wait<kXStages - 2>();  // this page's x has landed (this thread's copies)
         __syncthreads();  // ... every thread's, and every warp is done with the page before
         load_x(page + kXStages - 1);
-        if constexpr (kNorm) {
-          normalize_page(xs + (page % kXStages) * kStageUnits, page);
-          __syncthreads();
-        }
       }
       const int stage = page % kXStages;
       consume(xs + stage * kStageUnits, p % kPerPage, scale_bias(stage, p % kPerPage, wv[p]),
@@ -398,9 +360,7 @@ __global__ void __launch_bounds__(kThreads, 4) quant_mma_kernel(const MmaArgs a)
     }
   };
   const auto store = [&](float v, int64_t m, int64_t n) {
-    const float out = T.bias.p != nullptr ? v + T.bias[n] : v;
-    float* dst = T.y + m * T.ldy + n;
-    *dst = a.accumulate ? *dst + out : out;
+    T.y[m * T.ldy + n] = T.bias.p != nullptr ? v + T.bias[n] : v;
   };
   if (T.splits == 1) {
     for_each_output(store);
@@ -484,25 +444,19 @@ std::atomic<bool>& staged_flag() {
   return on;
 }
 
-template <int BITS, int MT, bool kStaged, bool kNorm>
-void launch_kernel(const MmaArgs& args, int blocks, cudaStream_t stream) {
+template <int BITS, int MT, bool kStaged>
+void launch_variant(const MmaArgs& args, int blocks, cudaStream_t stream) {
   constexpr size_t kSmem = sizeof(float4) * kXStages * 8 * MT * kRowUnits +
                            (kStaged ? sizeof(uint32_t) * kXStages * kScaleStageWords : 0);
   static const bool sized = [] {
-    RINGLM_CUDA_CHECK(cudaFuncSetAttribute(quant_mma_kernel<BITS, MT, kStaged, kNorm>,
+    RINGLM_CUDA_CHECK(cudaFuncSetAttribute(quant_mma_kernel<BITS, MT, kStaged>,
                                            cudaFuncAttributeMaxDynamicSharedMemorySize,
                                            static_cast<int>(kSmem)));
     return true;
   }();
   (void)sized;
-  launch_pdl(quant_mma_kernel<BITS, MT, kStaged, kNorm>, dim3(static_cast<unsigned>(blocks)),
+  launch_pdl(quant_mma_kernel<BITS, MT, kStaged>, dim3(static_cast<unsigned>(blocks)),
              dim3(kThreads), kSmem, stream, args);
-}
-
-template <int BITS, int MT, bool kStaged>
-void launch_variant(const MmaArgs& args, int blocks, cudaStream_t stream) {
-  if (args.norm_w != nullptr) return launch_kernel<BITS, MT, kStaged, true>(args, blocks, stream);
-  launch_kernel<BITS, MT, kStaged, false>(args, blocks, stream);
 }
 
 // Scales and biases through shared memory at 9-16 rows (MT = 2), when every target's are 4-byte
@@ -521,9 +475,6 @@ void launch(const MmaArgs& args, int blocks, bool scales_aligned, cudaStream_t s
 bool aligned16(const void* p) {
   return reinterpret_cast<uintptr_t>(p) % 16 == 0;
 }
-
-// quant_mma_many, with a fused input norm (or null) and y += (accumulate, one target).
-void run(std::span<const QuantMma> targets, const GemvNorm* norm, bool accumulate);
 
 }  // namespace
 
@@ -550,34 +501,13 @@ bool quant_mma_many_applies(std::span<const QuantMma> targets) {
   return true;
 }
 
-bool quant_mma_norm_applies(const QuantMma& g, const GemvNorm& norm) {
-  const Tensor& w = *norm.weight;
-  const int64_t K = g.w->cols();
-  return gemv_fused_norms() && K <= int64_t{4} * device::kNormVecThreads * device::kNormMaxVecs &&
-         w.dtype == DType::BF16 && w.device == Device::CUDA && w.ndim == 1 && w.shape[0] == K &&
-         w.strides[0] == 1 && aligned16(w.data);
-}
-
 void quant_mma(const QuantMma& g) {
   quant_mma_many(std::span<const QuantMma>(&g, 1));
 }
 
-void quant_mma_accumulate(const QuantMma& g) {
-  run(std::span<const QuantMma>(&g, 1), nullptr, /*accumulate=*/true);
-}
-
-void quant_mma_many(std::span<const QuantMma> targets, const GemvNorm* norm) {
-  run(targets, norm, /*accumulate=*/false);
-}
-
-namespace {
-
-void run(std::span<const QuantMma> targets, const GemvNorm* norm, bool accumulate) {
+void quant_mma_many(std::span<const QuantMma> targets) {
   RINGLM_CHECK(!targets.empty() && targets.size() <= static_cast<size_t>(kMaxTargets),
                "quant_mma_many: ", targets.size(), " targets");
-  RINGLM_CHECK(norm == nullptr || quant_mma_norm_applies(targets[0], *norm),
-               "quant_mma_many: a norm it does not fuse");
-  RINGLM_CHECK(!accumulate || targets.size() == 1, "quant_mma: accumulate into one target");
   const ops::QuantizedMatrix& q0 = *targets[0].w;
   const Tensor& x = *targets[0].x;
   const int64_t M = x.shape[0], K = q0.cols();
@@ -591,12 +521,6 @@ void run(std::span<const QuantMma> targets, const GemvNorm* norm, bool accumulat
   args.group_shift = shift;
   args.M = static_cast<int>(M);
   args.K = static_cast<int>(K);
-  if (norm != nullptr) {
-    args.norm_w = static_cast<const uint16_t*>(norm->weight->data);
-    args.norm_eps = norm->eps;
-    args.norm_unit_offset = norm->unit_offset;
-  }
-  args.accumulate = accumulate;
   MmaTarget* slots[kMaxTargets] = {&args.t0, &args.t1, &args.t2};
   size_t partial_offsets[kMaxTargets] = {};
   size_t partial_floats = 0;
@@ -655,8 +579,6 @@ void run(std::span<const QuantMma> targets, const GemvNorm* norm, bool accumulat
   check_launch("quant_mma_kernel");
   g_count.fetch_add(1, std::memory_order_relaxed);
 }
-
-}  // namespace
 
 bool quant_mma_enabled() {
   return enabled_flag().load(std::memory_order_relaxed);

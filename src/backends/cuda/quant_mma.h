@@ -18,7 +18,6 @@
 #include <cstdint>
 #include <span>
 
-#include "backends/cuda/cuda_ops.h"
 #include "core/tensor.h"
 #include "ops/weight.h"
 
@@ -43,15 +42,7 @@ void quant_mma(const QuantMma& g);
 // same bits as quant_mma() of it alone (each keeps its own split of K): every target applies on
 // its own, with the same bits and group size.
 bool quant_mma_many_applies(std::span<const QuantMma> targets);
-// `norm` non-null: x is the raw residual stream, multiplied as rms_norm(x, norm) — bit for bit
-// cuda::rms_norm into an f32 buffer that quant_mma then reads (device/rope_norm.cuh), when
-// quant_mma_norm_applies: the RINGLM_CUDA_FUSED_NORMS switch on (gemv_fused_norms), K <= 16384, the
-// norm weight BF16 [K] contiguous and 16-byte aligned.
-bool quant_mma_norm_applies(const QuantMma& g, const GemvNorm& norm);
-void quant_mma_many(std::span<const QuantMma> targets, const GemvNorm* norm = nullptr);
-// g.y += x · dequant(w)ᵀ (+ bias), one f32 add per element: bit for bit quant_mma into a buffer
-// then add_inplace (the residual add after a block's last projection). quant_mma_applies(g).
-void quant_mma_accumulate(const QuantMma& g);
+void quant_mma_many(std::span<const QuantMma> targets);
 
 // Whether quant_mma_applies() may be true: on unless RINGLM_CUDA_QUANT_MMA=0 or
 // set_quant_mma(false) (tests, same-binary A/Bs; CUDA graphs captured before keep what they
