@@ -77,8 +77,10 @@ struct GemvArgs {
   bool norm_unit_offset;
   bool accumulate;  // y += sum (+ bias) instead of y = sum (+ bias); not gated
   // The next kernel may launch (PDL) only when this one's blocks are done with their tiles, not
-  // as soon as they start (late_trigger_flags()).
+  // as soon as they start; plain_launch: this one starts after the previous one ends
+  // (late_trigger_flags()).
   bool late_trigger;
+  bool plain_launch;
 };
 
 // The two T values packed in a 32-bit word, widened exactly to f32.
@@ -282,9 +284,10 @@ std::atomic<bool>& persistent_flag() {
   return on;
 }
 
-// Which residual-fusion launches let the next kernel launch only at their end (a same-binary
-// A/B knob, RINGLM_CUDA_FUSED_LATE_TRIGGER read at start-up): bit 0 the normalizing launches,
-// bit 1 the accumulating ones.
+// How the residual-fusion launches meet their neighbours under programmatic dependent launch (a
+// same-binary A/B knob, RINGLM_CUDA_FUSED_LATE_TRIGGER read at start-up): bits 0 / 1 — the
+// normalizing / accumulating launches let the next kernel launch only at their end; bits 2 / 3 —
+// they launch plainly (start after the previous kernel ends).
 int late_trigger_flags() {
   static const int flags = [] {
     const char* v = std::getenv("RINGLM_CUDA_FUSED_LATE_TRIGGER");
@@ -309,10 +312,18 @@ void launch_tiles(const GemvArgs& a, int64_t tiles, cudaStream_t stream) {
     const dim3 grid(
         static_cast<unsigned>(std::min(tiles, int64_t{sm_count()} * kPersistentBlocksPerSm)));
     const size_t smem = static_cast<size_t>(M * a.K) * sizeof(T);
+    if (a.plain_launch) {
+      gemv_kernel<T, M, kCols, kGated, true><<<grid, kThreads, smem, stream>>>(a, tiles);
+      return;
+    }
     launch_pdl(gemv_kernel<T, M, kCols, kGated, true>, grid, dim3(kThreads), smem, stream, a,
                tiles);
   } else {
     const dim3 grid(static_cast<unsigned>(grid_for_tiles(tiles, M)));
+    if (a.plain_launch) {
+      gemv_kernel<T, M, kCols, kGated, false><<<grid, kThreads, 0, stream>>>(a, tiles);
+      return;
+    }
     launch_pdl(gemv_kernel<T, M, kCols, kGated, false>, grid, dim3(kThreads), 0, stream, a, tiles);
   }
 }
@@ -424,6 +435,7 @@ GemvArgs args_for(const Tensor& x, std::span<const GemvTarget> targets) {
 void set_norm(const GemvNorm* norm, GemvArgs& a) {
   if (norm == nullptr) return;
   a.late_trigger = (late_trigger_flags() & 1) != 0;
+  a.plain_launch = (late_trigger_flags() & 4) != 0;
   a.norm_w = norm->weight->data;
   a.norm_eps = norm->eps;
   a.norm_unit_offset = norm->unit_offset;
@@ -459,6 +471,7 @@ void gemv_accumulate(const Tensor& x, const Tensor& w, const Tensor& bias, Tenso
   GemvArgs a = args_for(x, targets);
   a.accumulate = true;
   a.late_trigger = (late_trigger_flags() & 2) != 0;
+  a.plain_launch = (late_trigger_flags() & 8) != 0;
   launch_rows(w.dtype, x.shape[0], a, false, Context::get().stream());
   check_launch("gemv_kernel");
 }
