@@ -25,7 +25,6 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
-#include <cstdlib>
 #include <span>
 #include <type_traits>
 
@@ -76,11 +75,6 @@ struct GemvArgs {
   float norm_eps;
   bool norm_unit_offset;
   bool accumulate;  // y += sum (+ bias) instead of y = sum (+ bias); not gated
-  // The next kernel may launch (PDL) only when this one's blocks are done with their tiles, not
-  // as soon as they start; plain_launch: this one starts after the previous one ends
-  // (late_trigger_flags()).
-  bool late_trigger;
-  bool plain_launch;
 };
 
 // The two T values packed in a 32-bit word, widened exactly to f32.
@@ -251,7 +245,11 @@ __global__ void __launch_bounds__(kThreads, 2) gemv_kernel(GemvArgs a, int64_t t
   uint4 w0[kCols], w1[kCols];
   current.load_pair(chunks, threadIdx.x, w0, w1);
   device::wait_prior_grid();
-  if (!a.late_trigger) device::launch_dependents();
+  // A persistent kNorm launch lets the next kernel launch only when its blocks are done: all of
+  // them start at once, so an early trigger would launch the next kernel at the very start, to
+  // squat on the SMs (H200, 8B bf16, batch 1: -12 % at 4k / 32k context that way, +2 % at 512 to
+  // 32k with the trigger at the end; docs/benchmarks.md).
+  if constexpr (!kNorm) device::launch_dependents();
   extern __shared__ uint4 normed[];  // kNorm: [M][K / 8]
   if constexpr (kNorm) stage_normed_x<T, M>(a, normed);
   while (true) {
@@ -267,7 +265,7 @@ __global__ void __launch_bounds__(kThreads, 2) gemv_kernel(GemvArgs a, int64_t t
     tile = next_tile;
     current = next;
   }
-  if (a.late_trigger) device::launch_dependents();
+  if constexpr (kNorm) device::launch_dependents();
 }
 
 // Two-row GEMV launches are persistent (at most kPersistentBlocksPerSm blocks per SM walking the
@@ -282,18 +280,6 @@ constexpr int kPersistentMinRows = 2;
 std::atomic<bool>& persistent_flag() {
   static std::atomic<bool> on{env_switch_on("RINGLM_CUDA_GEMV_PERSISTENT")};
   return on;
-}
-
-// How the residual-fusion launches meet their neighbours under programmatic dependent launch (a
-// same-binary A/B knob, RINGLM_CUDA_FUSED_LATE_TRIGGER read at start-up): bits 0 / 1 — the
-// normalizing / accumulating launches let the next kernel launch only at their end; bits 2 / 3 —
-// they launch plainly (start after the previous kernel ends).
-int late_trigger_flags() {
-  static const int flags = [] {
-    const char* v = std::getenv("RINGLM_CUDA_FUSED_LATE_TRIGGER");
-    return v == nullptr ? 0 : std::atoi(v);
-  }();
-  return flags;
 }
 
 std::atomic<bool>& fused_norms_flag() {
@@ -312,18 +298,10 @@ void launch_tiles(const GemvArgs& a, int64_t tiles, cudaStream_t stream) {
     const dim3 grid(
         static_cast<unsigned>(std::min(tiles, int64_t{sm_count()} * kPersistentBlocksPerSm)));
     const size_t smem = static_cast<size_t>(M * a.K) * sizeof(T);
-    if (a.plain_launch) {
-      gemv_kernel<T, M, kCols, kGated, true><<<grid, kThreads, smem, stream>>>(a, tiles);
-      return;
-    }
     launch_pdl(gemv_kernel<T, M, kCols, kGated, true>, grid, dim3(kThreads), smem, stream, a,
                tiles);
   } else {
     const dim3 grid(static_cast<unsigned>(grid_for_tiles(tiles, M)));
-    if (a.plain_launch) {
-      gemv_kernel<T, M, kCols, kGated, false><<<grid, kThreads, 0, stream>>>(a, tiles);
-      return;
-    }
     launch_pdl(gemv_kernel<T, M, kCols, kGated, false>, grid, dim3(kThreads), 0, stream, a, tiles);
   }
 }
@@ -434,8 +412,6 @@ GemvArgs args_for(const Tensor& x, std::span<const GemvTarget> targets) {
 
 void set_norm(const GemvNorm* norm, GemvArgs& a) {
   if (norm == nullptr) return;
-  a.late_trigger = (late_trigger_flags() & 1) != 0;
-  a.plain_launch = (late_trigger_flags() & 4) != 0;
   a.norm_w = norm->weight->data;
   a.norm_eps = norm->eps;
   a.norm_unit_offset = norm->unit_offset;
@@ -470,8 +446,6 @@ void gemv_accumulate(const Tensor& x, const Tensor& w, const Tensor& bias, Tenso
   RINGLM_CHECK(gemv_many_applies(x, targets), "gemv_accumulate: a matmul it does not serve");
   GemvArgs a = args_for(x, targets);
   a.accumulate = true;
-  a.late_trigger = (late_trigger_flags() & 2) != 0;
-  a.plain_launch = (late_trigger_flags() & 8) != 0;
   launch_rows(w.dtype, x.shape[0], a, false, Context::get().stream());
   check_launch("gemv_kernel");
 }
