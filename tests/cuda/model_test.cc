@@ -26,6 +26,22 @@ using testing::Golden;
 
 class GpuDecoderParity : public ::testing::TestWithParam<std::string> {};
 
+// The prompt's logits (in chunks of `chunk` beside the neighbour) with a backend switch on, then
+// off (and on again after): not one bit differs.
+void expect_switch_changes_no_bits(models::Model& gpu, const std::vector<int32_t>& prompt,
+                                   int64_t chunk, const std::vector<int32_t>& neighbour,
+                                   void (*set_switch)(bool)) {
+  const auto on = testing::prompt_logits(gpu, prompt, chunk, &neighbour);
+  set_switch(false);
+  const auto off = testing::prompt_logits(gpu, prompt, chunk, &neighbour);
+  set_switch(true);
+  ASSERT_EQ(on.size(), off.size());
+  size_t differing = 0;
+  for (size_t i = 0; i < on.size(); ++i)
+    differing += std::memcmp(&on[i], &off[i], sizeof(float)) != 0;
+  EXPECT_EQ(differing, 0u) << "of " << on.size() << " logits";
+}
+
 // The CPU parity suite holds the CPU to 1e-4 of the largest logit; the GPU runs the same f32
 // math (cuBLAS f32 without TF32) in a different summation order, held to the same bound.
 constexpr float kGoldenTolerance = 1e-4f;
@@ -200,15 +216,7 @@ TEST(GpuModel, RoundedMatmulInputsChangeNoBits) {
     auto gpu = models::load_model(
         testing::write_random_checkpoint(tag, config, {"--seed=13", "--dtype=bf16"}), Device::CUDA);
     ASSERT_TRUE(cuda::rounded_matmul_inputs());
-    const auto rounded = testing::prompt_logits(*gpu, prompt, 7, &neighbour);
-    cuda::set_rounded_matmul_inputs(false);
-    const auto plain = testing::prompt_logits(*gpu, prompt, 7, &neighbour);
-    cuda::set_rounded_matmul_inputs(true);
-    ASSERT_EQ(plain.size(), rounded.size());
-    size_t differing = 0;
-    for (size_t i = 0; i < plain.size(); ++i)
-      differing += std::memcmp(&plain[i], &rounded[i], sizeof(float)) != 0;
-    EXPECT_EQ(differing, 0u) << "of " << plain.size() << " logits";
+    expect_switch_changes_no_bits(*gpu, prompt, 7, neighbour, cuda::set_rounded_matmul_inputs);
   }
 }
 
@@ -223,34 +231,20 @@ TEST(GpuModel, FusedResidualChangesNoBits) {
     std::ifstream in(testing::fixture_model_dir(name) + "/config.json");
     return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   };
-  struct Checkpoint {
-    std::string tag, config;
-    std::vector<std::string> flags;
-    int64_t chunk;
-  };
-  const std::string llama = testing::llama_config(256, 512, 2, 8, 2, 128);
-  const std::vector<std::string> bf16 = {"--seed=17", "--dtype=bf16"};
-  const Checkpoint checkpoints[] = {{"gpu_fused_llama", llama, bf16, 1},
-                                    {"gpu_fused_qwen2", fixture_config("qwen2"), bf16, 1},
-                                    {"gpu_fused_qwen3", fixture_config("qwen3"), bf16, 1}};
+  const std::pair<std::string, std::string> checkpoints[] = {
+      {"gpu_fused_llama", testing::llama_config(256, 512, 2, 8, 2, 128)},
+      {"gpu_fused_qwen2", fixture_config("qwen2")},
+      {"gpu_fused_qwen3", fixture_config("qwen3")}};
   std::vector<int32_t> prompt, neighbour;
   for (int i = 0; i < 40; ++i) prompt.push_back(3 + (i * 37) % 500);
   for (int i = 0; i < 20; ++i) neighbour.push_back(5 + (i * 53) % 500);
-  for (const Checkpoint& c : checkpoints) {
-    SCOPED_TRACE(c.tag);
-    ASSERT_FALSE(c.config.empty());
-    auto gpu = models::load_model(testing::write_random_checkpoint(c.tag, c.config, c.flags),
-                                  Device::CUDA);
+  for (const auto& [tag, config] : checkpoints) {
+    SCOPED_TRACE(tag);
+    ASSERT_FALSE(config.empty());
+    auto gpu = models::load_model(
+        testing::write_random_checkpoint(tag, config, {"--seed=17", "--dtype=bf16"}), Device::CUDA);
     ASSERT_TRUE(cuda::gemv_fused_norms());
-    const auto fused = testing::prompt_logits(*gpu, prompt, c.chunk, &neighbour);
-    cuda::set_gemv_fused_norms(false);
-    const auto plain = testing::prompt_logits(*gpu, prompt, c.chunk, &neighbour);
-    cuda::set_gemv_fused_norms(true);
-    ASSERT_EQ(plain.size(), fused.size());
-    size_t differing = 0;
-    for (size_t i = 0; i < plain.size(); ++i)
-      differing += std::memcmp(&plain[i], &fused[i], sizeof(float)) != 0;
-    EXPECT_EQ(differing, 0u) << "of " << plain.size() << " logits";
+    expect_switch_changes_no_bits(*gpu, prompt, 1, neighbour, cuda::set_gemv_fused_norms);
   }
 }
 
