@@ -271,7 +271,8 @@ __global__ void __launch_bounds__(kThreads, 2) gemv_kernel(GemvArgs a, int64_t t
 // Two-row GEMV launches are persistent (at most kPersistentBlocksPerSm blocks per SM walking the
 // tiles) unless RINGLM_CUDA_GEMV_PERSISTENT=0 or set_gemv_persistent(false): the same bits either
 // way. One-row launches keep a block per tile: on the H200 (8B shape, docs/benchmarks.md)
-// persistence gave +9.5 % at batch 2 and -0.7 % at batch 1.
+// persistence gave +9.5 % at batch 2 and -0.7 % at batch 1 — except the normalizing (kNorm)
+// launches, always persistent: a block per tile would normalize x once per tile (-11 % at batch 1).
 constexpr int kPersistentBlocksPerSm = 2;  // __launch_bounds__(kThreads, 2)
 // kNorm's x in shared memory: with the static arrays under the 48 KB that needs no opt-in.
 constexpr int64_t kMaxNormedBytes = 40 << 10;
