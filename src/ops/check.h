@@ -9,6 +9,7 @@
 namespace ringlm::ops {
 struct RopeTable;
 struct KvLayerView;
+struct RmsNormConfig;
 }  // namespace ringlm::ops
 
 namespace ringlm::ops::detail {
@@ -25,6 +26,10 @@ void check_contiguous(const Tensor& t, const char* what);
 void check_no_overlap(const Tensor& a, const Tensor& b, const char* what);
 // matmul's argument checks (ops/matmul.cc); returns the tensors' device.
 Device check_matmul(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& y);
+// rms_norm's checks of its input (ops/elementwise.cc): x F32[M, K] with rows, weight [K]
+// contiguous floats, eps finite and >= 0; `op` names the op in the errors.
+void check_rms_norm_input(const Tensor& x, const Tensor& weight, const RmsNormConfig& config,
+                          const char* op);
 // rope's argument checks (ops/rope.cc), for x F32[T, heads, head_dim].
 void check_rope(const Tensor& x, const Tensor& positions, const RopeTable& table);
 // kv_write's argument checks but the CPU slot range (ops/attention.cc).

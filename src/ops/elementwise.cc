@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdint>
 #include <initializer_list>
+#include <string>
 
 #include "backends/cpu/cpu_ops.h"
 #ifdef RINGLM_HAS_CUDA
@@ -34,6 +35,22 @@ void check_matmul_feed(const Tensor& out, Device dev, std::initializer_list<cons
 }
 }  // namespace
 
+namespace detail {
+
+void check_rms_norm_input(const Tensor& x, const Tensor& weight, const RmsNormConfig& config,
+                          const char* op) {
+  const std::string name(op);
+  check_f32_matrix(x, (name + " x").c_str());
+  check_float_storage(weight, (name + " weight").c_str());
+  check_shape(weight, {x.shape[1]}, (name + " weight").c_str());
+  check_contiguous(weight, (name + " weight").c_str());
+  RINGLM_CHECK(config.eps >= 0.0f && std::isfinite(config.eps), op, ": eps ", config.eps,
+               " must be finite and >= 0");
+  RINGLM_CHECK(x.shape[1] > 0 || x.shape[0] == 0, op, ": empty rows");
+}
+
+}  // namespace detail
+
 void embedding(const Tensor& ids, const Tensor& table, float scale, Tensor& out) {
   [[maybe_unused]] const Device dev = detail::device_of("embedding", {&ids, &table, &out});
   check_dtype(ids, DType::I32, "embedding ids");
@@ -60,16 +77,10 @@ void embedding(const Tensor& ids, const Tensor& table, float scale, Tensor& out)
 
 void rms_norm(const Tensor& x, const Tensor& weight, const RmsNormConfig& config, Tensor& out) {
   [[maybe_unused]] const Device dev = detail::device_of("rms_norm", {&x, &weight, &out});
-  check_f32_matrix(x, "rms_norm x");
-  detail::check_float_storage(weight, "rms_norm weight");
-  check_shape(weight, {x.shape[1]}, "rms_norm weight");
-  detail::check_contiguous(weight, "rms_norm weight");
+  detail::check_rms_norm_input(x, weight, config, "rms_norm");
   check_matmul_feed(out, dev, {&x}, "rms_norm out");
   check_shape(out, {x.shape[0], x.shape[1]}, "rms_norm out");
   detail::check_same_or_disjoint(out, x, "rms_norm out");
-  RINGLM_CHECK(config.eps >= 0.0f && std::isfinite(config.eps), "rms_norm: eps ", config.eps,
-               " must be finite and >= 0");
-  RINGLM_CHECK(x.shape[1] > 0 || x.shape[0] == 0, "rms_norm: empty rows");
 #ifdef RINGLM_HAS_CUDA
   if (dev == Device::CUDA) return cuda::rms_norm(x, weight, config, out);
 #endif
@@ -85,16 +96,11 @@ void add_rms_norm(Tensor& x, const Tensor& residual, const Tensor& weight,
   check_shape(residual, {x.shape[0], x.shape[1]}, "add_rms_norm residual");
   detail::check_same_or_disjoint(residual, x, "add_rms_norm residual");
   // rms_norm's checks, before anything is written.
-  detail::check_float_storage(weight, "add_rms_norm weight");
-  check_shape(weight, {x.shape[1]}, "add_rms_norm weight");
-  detail::check_contiguous(weight, "add_rms_norm weight");
+  detail::check_rms_norm_input(x, weight, config, "add_rms_norm");
   check_matmul_feed(out, dev, {&x, &residual}, "add_rms_norm out");
   check_shape(out, {x.shape[0], x.shape[1]}, "add_rms_norm out");
   detail::check_same_or_disjoint(out, x, "add_rms_norm out");
   detail::check_same_or_disjoint(out, residual, "add_rms_norm out");
-  RINGLM_CHECK(config.eps >= 0.0f && std::isfinite(config.eps), "add_rms_norm: eps ", config.eps,
-               " must be finite and >= 0");
-  RINGLM_CHECK(x.shape[1] > 0 || x.shape[0] == 0, "add_rms_norm: empty rows");
 #ifdef RINGLM_HAS_CUDA
   if (dev == Device::CUDA) return cuda::add_rms_norm(x, residual, weight, config, out);
 #endif

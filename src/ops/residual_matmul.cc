@@ -2,7 +2,6 @@
 // apply, else the ops they stand for.
 #include "ops/residual_matmul.h"
 
-#include <cmath>
 #include <vector>
 
 #ifdef RINGLM_HAS_CUDA
@@ -35,18 +34,6 @@ std::vector<cuda::GemvTarget> fused_targets(const NormedRows& in,
   return gemv;
 }
 
-// rms_norm's checks of its input and weight (the fused forms never write `normed`).
-void check_normed(const NormedRows& in) {
-  const Tensor& x = *in.x;
-  check_dtype(x, DType::F32, "normed rows x");
-  check_shape(x, {-1, -1}, "normed rows x");
-  detail::check_rows(x, "normed rows x");
-  detail::check_float_storage(*in.weight, "normed rows weight");
-  check_shape(*in.weight, {x.shape[1]}, "normed rows weight");
-  detail::check_contiguous(*in.weight, "normed rows weight");
-  RINGLM_CHECK(in.config.eps >= 0.0f && std::isfinite(in.config.eps), "normed rows: eps ",
-               in.config.eps, " must be finite and >= 0");
-}
 #endif
 
 }  // namespace
@@ -54,7 +41,7 @@ void check_normed(const NormedRows& in) {
 void matmul_many(const NormedRows& in, Tensor& normed, std::span<const MatmulTarget> targets) {
 #ifdef RINGLM_HAS_CUDA
   if (const auto gemv = fused_targets(in, targets); !gemv.empty()) {
-    check_normed(in);
+    detail::check_rms_norm_input(*in.x, *in.weight, in.config, "rms_norm");
     for (const MatmulTarget& t : targets) detail::check_matmul(*in.x, t.w->dense(), *t.bias, *t.y);
     const cuda::GemvNorm norm = gemv_norm(in);
     return cuda::gemv_many(*in.x, gemv, &norm);
@@ -70,15 +57,9 @@ void gated_matmul(const NormedRows& in, Tensor& normed, const MatmulTarget& gate
   const MatmulTarget both[] = {gate, up};
   if (const auto gemv = fused_targets(in, both);
       !gemv.empty() && cuda::gemv_gated_applies(*in.x, gemv[0], gemv[1])) {
-    check_normed(in);
+    detail::check_rms_norm_input(*in.x, *in.weight, in.config, "rms_norm");
     for (const MatmulTarget& t : both) detail::check_matmul(*in.x, t.w->dense(), *t.bias, *t.y);
-    // gated_matmul's checks of out (the GEMV writes f32).
-    check_dtype(out, DType::F32, "gated_matmul out");
-    check_shape(out, {gate.y->shape[0], gate.y->shape[1]}, "gated_matmul out");
-    detail::check_rows(out, "gated_matmul out");
-    detail::check_no_overlap(out, *in.x, "gated_matmul out");
-    RINGLM_CHECK(activation == Activation::SiLU || activation == Activation::GeluTanh,
-                 "gated_matmul: unknown activation ", static_cast<int>(activation));
+    detail::check_gated_out(*in.x, *gate.y, activation, DType::F32, out);  // the GEMV writes f32
     const cuda::GemvNorm norm = gemv_norm(in);
     return cuda::gemv_gated(*in.x, gemv[0], gemv[1], activation, out, &norm);
   }

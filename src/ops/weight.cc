@@ -123,6 +123,20 @@ void matmul_many(const Tensor& x, std::span<const MatmulTarget> targets) {
   for (const MatmulTarget& t : targets) matmul(x, *t.w, *t.bias, *t.y);
 }
 
+namespace detail {
+
+void check_gated_out(const Tensor& x, const Tensor& gate_y, Activation activation, DType dtype,
+                     const Tensor& out) {
+  check_dtype(out, dtype, "gated_matmul out");
+  check_shape(out, {gate_y.shape[0], gate_y.shape[1]}, "gated_matmul out");
+  check_rows(out, "gated_matmul out");
+  check_no_overlap(out, x, "gated_matmul out");
+  RINGLM_CHECK(activation == Activation::SiLU || activation == Activation::GeluTanh,
+               "gated_matmul: unknown activation ", static_cast<int>(activation));
+}
+
+}  // namespace detail
+
 void gated_matmul(const Tensor& x, const MatmulTarget& gate, const MatmulTarget& up,
                   Activation activation, Tensor& out) {
 #ifdef RINGLM_HAS_CUDA
@@ -131,18 +145,12 @@ void gated_matmul(const Tensor& x, const MatmulTarget& gate, const MatmulTarget&
     detail::check_matmul(x, up.w->dense(), *up.bias, *up.y);
     const cuda::GemvTarget g{&gate.w->dense(), gate.bias, gate.y}, u{&up.w->dense(), up.bias, up.y};
     if (cuda::gemv_gated_applies(x, g, u) || cuda::gemm_gated_applies(x, g, u)) {
-      // gated_activation's checks of out against gate's shape (the GEMV never reads out); a
-      // 16-bit out (the down projection's rounded input) only from the GEMM.
-      check_dtype(out,
-                  out.dtype == DType::F32 || cuda::gemv_gated_applies(x, g, u)
-                      ? DType::F32
-                      : gate.w->dense().dtype,
-                  "gated_matmul out");
-      check_shape(out, {gate.y->shape[0], gate.y->shape[1]}, "gated_matmul out");
-      detail::check_rows(out, "gated_matmul out");
-      detail::check_no_overlap(out, x, "gated_matmul out");
-      RINGLM_CHECK(activation == Activation::SiLU || activation == Activation::GeluTanh,
-                   "gated_matmul: unknown activation ", static_cast<int>(activation));
+      // A 16-bit out (the down projection's rounded input) only from the GEMM.
+      detail::check_gated_out(x, *gate.y, activation,
+                              out.dtype == DType::F32 || cuda::gemv_gated_applies(x, g, u)
+                                  ? DType::F32
+                                  : gate.w->dense().dtype,
+                              out);
       if (cuda::gemv_gated_applies(x, g, u)) return cuda::gemv_gated(x, g, u, activation, out);
       return cuda::gemm_gated(x, g, u, activation, out);
     }

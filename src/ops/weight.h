@@ -95,6 +95,14 @@ void gated_matmul(const Tensor& x,  // F32[M, K] (or matmul_input_dtype of the w
                   const MatmulTarget& gate, const MatmulTarget& up, Activation activation,
                   Tensor& out);  // F32[M, N] (or matmul_input_dtype of the down projection)
 
+namespace detail {
+// A fused gated_matmul's checks of out (gated_activation's against gate's output, which a fused
+// launch never writes): dtype `dtype`, gate_y's shape, rows, disjoint from x; a known activation.
+void check_gated_out(const Tensor& x,       // [M, K]
+                     const Tensor& gate_y,  // F32[M, N]
+                     Activation activation, DType dtype, const Tensor& out);
+}  // namespace detail
+
 // out[m] = table[ids[m]] · scale, as ops::embedding, for a dense or quantized table: a quantized
 // row dequantizes to f32 (rounded as above), then is multiplied by scale.
 void embedding(const Tensor& ids,          // I32[M]
