@@ -5,17 +5,20 @@
 # against =1 (B, the add and the norm inside the matmuls) — the 8B bf16 model at 512, 4k and 32k
 # context (the GEMV's 1-2 rows, and 8 rows where nothing changes). FN_STAGES picks stages
 # (default "tests bf16"; "step" adds the per-kernel time of a 512 × 1 step on each side,
-# bench/ncu_step.sh); FN_ROUNDS (default 2).
+# bench/ncu_step.sh); FN_ROUNDS (default 2). FN_SWITCH names the switch the A/B flips (default
+# RINGLM_CUDA_FUSED_NORMS; RINGLM_CUDA_FUSED_ROPE: rope and the K/V write in the q/k/v GEMV's
+# store, with the norms fused on both sides).
 # shellcheck source=bench/gpu_common.sh
 source "$(dirname "$0")/gpu_common.sh"
 rounds=${FN_ROUNDS:-2}
 dir=${MODEL_ROOT:-/tmp/ringlm-bench}
-off=RINGLM_CUDA_FUSED_NORMS=0 on=RINGLM_CUDA_FUSED_NORMS=1
+switch=${FN_SWITCH:-RINGLM_CUDA_FUSED_NORMS}
+off=$switch=0 on=$switch=1
 for stage in ${FN_STAGES:-tests bf16}; do
   case $stage in
     tests)
       timeout 120 build-cuda/ringlm_cuda_tests \
-        --gtest_filter='CudaResidualMatmul.*:GpuModel.FusedResidual*' >"$out/fused_tests.log" 2>&1 ||
+        --gtest_filter='CudaResidualMatmul.*:CudaMatmulPrepareAttention.*:GpuModel.FusedResidual*' >"$out/fused_tests.log" 2>&1 ||
         true
       echo "fused tests:"
       grep -E "^\[  (FAILED|PASSED|SKIPPED) |Failure|error" "$out/fused_tests.log" | head -30
@@ -32,7 +35,7 @@ for stage in ${FN_STAGES:-tests bf16}; do
       model=$dir/llama-3.1-8b
       random_model llama-3.1-8b "$model" >/dev/null
       for side in off on; do
-        env "RINGLM_CUDA_FUSED_NORMS=$([ $side = on ] && echo 1 || echo 0)" timeout 200 \
+        env "$switch=$([ $side = on ] && echo 1 || echo 0)" timeout 200 \
           bench/ncu_step.sh "$out/step_$side.txt" --model "$model" --kv-memory 40000 \
           --context 512 --batch 1 --gen 64 --repeat 1 >/dev/null
         echo "step ($side):"

@@ -183,12 +183,6 @@ Tensor& mlp_input(StepBuffers& b, const MlpWeights& w) {
 
 namespace {
 
-// A block's first matmuls: over io.in, or over the stream through its norm.
-void block_matmuls(const BlockIo& io, StepBuffers& b, std::span<const ops::MatmulTarget> targets) {
-  if (io.stream == nullptr) return ops::matmul_many(*io.in, targets);
-  ops::matmul_many(ops::NormedRows{io.stream, io.norm, io.norm_config}, b.h, targets);
-}
-
 // A block's last matmul: into io.out, or added into the stream.
 void block_output(const BlockIo& io, StepBuffers& b, const Tensor& x, const ops::Weight& w,
                   const Tensor& bias) {
@@ -208,11 +202,11 @@ void attention_block(const AttentionWeights& w, const AttentionBlockConfig& conf
                 dim = view.head_dim();
   const Tensor positions = plan.positions();
   // q, k and v in one op (one launch of the CUDA decode GEMV); a shared-KV layer reads its
-  // donor's K/V instead.
-  const ops::MatmulTarget qkv[] = {
+  // donor's K/V instead. Then q/k norm, rope and the K/V write: one op (one CUDA kernel for a
+  // 16-bit cache, or none: the fused block's GEMV does them in its store).
+  const ops::MatmulTarget qkv_all[] = {
       {&w.q, &w.q_bias, &b.q}, {&w.k, &w.k_bias, &b.k}, {&w.v, &w.v_bias, &b.v}};
-  block_matmuls(io, b, std::span<const ops::MatmulTarget>(qkv, step.writes_kv ? 3 : 1));
-  // q/k norm, rope and the K/V write: one op (one CUDA kernel for a 16-bit cache).
+  const std::span<const ops::MatmulTarget> qkv(qkv_all, step.writes_kv ? 3 : 1);
   ops::AttentionInputs inputs{b.q.reshape({tokens, heads, dim}), Tensor(), Tensor(), positions,
                               step.slots};
   if (step.writes_kv) {
@@ -220,7 +214,14 @@ void attention_block(const AttentionWeights& w, const AttentionBlockConfig& conf
     inputs.v = b.v.reshape({tokens, kv_heads, dim});
   }
   const ops::QkTransform transform{&w.q_norm, &w.k_norm, config.qk_norm, config.rope};
-  ops::prepare_attention(inputs, transform, step.writes_kv ? &view : nullptr);
+  ops::KvLayerView* written = step.writes_kv ? &view : nullptr;
+  if (io.stream != nullptr) {
+    ops::matmul_prepare_attention(ops::NormedRows{io.stream, io.norm, io.norm_config}, b.h, qkv,
+                                  inputs, transform, written);
+  } else {
+    ops::matmul_many(*io.in, qkv);
+    ops::prepare_attention(inputs, transform, written);
+  }
   const Tensor& q_heads = inputs.q;
   if (step.writes_kv && step.dense_rows != nullptr) {        // --kv-quant-start: positions < S also
     ops::KvLayerView dense = cache.dense_layer_view(layer);  // stay in bf16

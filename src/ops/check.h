@@ -10,6 +10,8 @@ namespace ringlm::ops {
 struct RopeTable;
 struct KvLayerView;
 struct RmsNormConfig;
+struct AttentionInputs;
+struct QkTransform;
 }  // namespace ringlm::ops
 
 namespace ringlm::ops::detail {
@@ -34,6 +36,10 @@ void check_rms_norm_input(const Tensor& x, const Tensor& weight, const RmsNormCo
 void check_rope(const Tensor& x, const Tensor& positions, const RopeTable& table);
 // kv_write's argument checks but the CPU slot range (ops/attention.cc).
 void check_kv_write(const Tensor& k, const Tensor& v, const Tensor& slots, const KvLayerView& kv);
+// prepare_attention's checks (ops/attention_inputs.cc); returns the tensors' device. On the CPU
+// only what every backend needs (the ops it runs check the rest).
+Device check_prepare_attention(const AttentionInputs& in, const QkTransform& transform,
+                               const KvLayerView* kv);
 // a and b are the same view (in-place use), or do not overlap.
 void check_same_or_disjoint(const Tensor& a, const Tensor& b, const char* what);
 

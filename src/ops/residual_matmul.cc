@@ -51,6 +51,32 @@ void matmul_many(const NormedRows& in, Tensor& normed, std::span<const MatmulTar
   matmul_many(normed, targets);
 }
 
+void matmul_prepare_attention(const NormedRows& in, Tensor& normed,
+                              std::span<const MatmulTarget> qkv, AttentionInputs& inputs,
+                              const QkTransform& transform, KvLayerView* kv) {
+  RINGLM_CHECK(
+      qkv.size() == (kv != nullptr ? 3u : 1u) && qkv[0].y->data == inputs.q.data &&
+          (kv == nullptr || (qkv[1].y->data == inputs.k.data && qkv[2].y->data == inputs.v.data)),
+      "matmul_prepare_attention: inputs are not the projections' outputs");
+#ifdef RINGLM_HAS_CUDA
+  const auto has = [](const Tensor* t) { return t != nullptr && !t->empty(); };
+  if (const auto gemv = fused_targets(in, qkv);
+      !gemv.empty() && !has(transform.q_norm) && !has(transform.k_norm)) {
+    const cuda::GemvNorm norm = gemv_norm(in);
+    const cuda::GemvRope rope{transform.rope, &inputs.positions, &inputs.slots, kv,
+                              inputs.q.size(2)};
+    if (transform.rope != nullptr && cuda::gemv_rope_applies(*in.x, gemv, norm, rope)) {
+      detail::check_rms_norm_input(*in.x, *in.weight, in.config, "rms_norm");
+      for (const MatmulTarget& t : qkv) detail::check_matmul(*in.x, t.w->dense(), *t.bias, *t.y);
+      detail::check_prepare_attention(inputs, transform, kv);
+      return cuda::gemv_many(*in.x, gemv, &norm, &rope);
+    }
+  }
+#endif
+  matmul_many(in, normed, qkv);
+  prepare_attention(inputs, transform, kv);
+}
+
 void gated_matmul(const NormedRows& in, Tensor& normed, const MatmulTarget& gate,
                   const MatmulTarget& up, Activation activation, Tensor& out) {
 #ifdef RINGLM_HAS_CUDA

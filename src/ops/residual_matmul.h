@@ -36,6 +36,18 @@ void gated_matmul(const NormedRows& in,
                   const MatmulTarget& gate, const MatmulTarget& up, Activation activation,
                   Tensor& out);  // F32[M, N]
 
+// A block's q/k/v projections and prepare_attention after them: matmul_many(in, normed, qkv)
+// then prepare_attention(inputs, transform, kv), where qkv is [q, k, v] (q alone for a layer
+// that writes no K/V) and inputs.q / k / v are their outputs viewed as [T, heads, head_dim].
+// Fused (CUDA: the normalizing decode GEMV, no q/k norms, full rotary, a dense cache): rope and
+// the K/V write run in the GEMV's store (cuda::GemvRope) — no prepare_attention kernel; normed is
+// not written.
+void matmul_prepare_attention(const NormedRows& in,
+                              Tensor& normed,  // F32[M, K]
+                              std::span<const MatmulTarget> qkv, AttentionInputs& inputs,
+                              const QkTransform& transform,
+                              KvLayerView* kv);  // null exactly when qkv is q alone
+
 // acc += x · wᵀ (+ bias): matmul(x, w, bias, scratch) then add_inplace(acc, scratch). Fused:
 // scratch is not written.
 void matmul_accumulate(const Tensor& x,     // F32[M, K]

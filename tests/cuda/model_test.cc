@@ -221,7 +221,8 @@ TEST(GpuModel, RoundedMatmulInputsChangeNoBits) {
 }
 
 // The residual-fused decoder blocks (ops/residual_matmul.h: the GEMVs at 1-2 rows add into the
-// residual stream and normalize it on their way in, no norm kernels) change no bits: bf16
+// residual stream and normalize it on their way in, no norm kernels; without q/k norms the q/k/v
+// GEMV also ropes and writes the K/V cache in its store) change no bits, either switch off: bf16
 // checkpoints of a Llama (head_dim 128) and of the qwen2 (q/k/v biases) and qwen3 (q/k norms)
 // fixtures' configs fed one token per step beside a neighbour (steps of 2 rows, then of 1), fused
 // and not.
@@ -243,8 +244,9 @@ TEST(GpuModel, FusedResidualChangesNoBits) {
     ASSERT_FALSE(config.empty());
     auto gpu = models::load_model(
         testing::write_random_checkpoint(tag, config, {"--seed=17", "--dtype=bf16"}), Device::CUDA);
-    ASSERT_TRUE(cuda::gemv_fused_norms());
+    ASSERT_TRUE(cuda::gemv_fused_norms() && cuda::gemv_fused_rope());
     expect_switch_changes_no_bits(*gpu, prompt, 1, neighbour, cuda::set_gemv_fused_norms);
+    expect_switch_changes_no_bits(*gpu, prompt, 1, neighbour, cuda::set_gemv_fused_rope);
   }
 }
 

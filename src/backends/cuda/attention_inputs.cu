@@ -36,19 +36,6 @@ struct PrepareArgs {
   float inv_freq[kMaxRopeHalf];  // in the kernel's parameters (graph-capturable)
 };
 
-__device__ __forceinline__ void store_cache(void* base, DType dtype, int64_t i, float v) {
-  switch (dtype) {
-    case DType::BF16:
-      static_cast<__nv_bfloat16*>(base)[i] = device::from_f32<__nv_bfloat16>(v);
-      break;
-    case DType::F16:
-      static_cast<__half*>(base)[i] = device::from_f32<__half>(v);
-      break;
-    default:
-      static_cast<float*>(base)[i] = v;
-  }
-}
-
 // Block (t, y): token t, heads y·kWarps ... (q heads first, then k heads); warp w takes one.
 __global__ void __launch_bounds__(kWarps * 32)
     prepare_attention_kernel(const PrepareArgs a, DeviceErrorRecord* errors) {
@@ -106,18 +93,18 @@ __global__ void __launch_bounds__(kWarps * 32)
     x[i] = x1;
     x[i + a.half] = x2;
     if (slot >= 0) {
-      store_cache(a.k_cache, a.cache_dtype, cache_at + i, x1);
-      store_cache(a.k_cache, a.cache_dtype, cache_at + i + a.half, x2);
+      device::store_float(a.k_cache, a.cache_dtype, cache_at + i, x1);
+      device::store_float(a.k_cache, a.cache_dtype, cache_at + i + a.half, x2);
     }
   }
   for (int i = 2 * a.half + lane; i < a.dim; i += 32) {  // past rotary_dim (partial rotary)
     x[i] = row[i];
-    if (slot >= 0) store_cache(a.k_cache, a.cache_dtype, cache_at + i, row[i]);
+    if (slot >= 0) device::store_float(a.k_cache, a.cache_dtype, cache_at + i, row[i]);
   }
   if (slot >= 0) {
     const float* v = a.v + (t * a.kv_heads + kv_head) * a.dim;
     for (int i = lane; i < a.dim; i += 32)
-      store_cache(a.v_cache, a.cache_dtype, cache_at + i, v[i]);
+      device::store_float(a.v_cache, a.cache_dtype, cache_at + i, v[i]);
   }
 }
 

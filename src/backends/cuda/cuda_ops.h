@@ -64,8 +64,28 @@ bool gemv_norm_applies(const Tensor& x,  // F32[M, K]
                        DType weights, const GemvNorm& norm);
 bool gemv_fused_norms();  // the RINGLM_CUDA_FUSED_NORMS switch (tests and A/Bs turn it off)
 void set_gemv_fused_norms(bool enabled);
+// Rope and the K/V write in the store of a normalizing q/k/v launch: targets are [q, k, v] with
+// kv the layer's cache, or [q] alone with kv null; q and k come out rotated as prepare_attention
+// rotates them and k and v also go to the cache at each row's slot — bit for bit gemv_many then
+// cuda::prepare_attention without q/k norms (device errors included: a negative position, a slot
+// out of range). Applies (gemv_rope_applies) when RINGLM_CUDA_FUSED_ROPE is not 0 (gemv_fused_rope)
+// and the norm applies, with full rotary (rotary_dim == head_dim, a multiple of 8: a tile holds
+// whole rope pairs) and a dense F32/BF16/F16 cache. The caller ran prepare_attention's checks.
+struct GemvRope {
+  const ops::RopeTable* table;
+  const Tensor* positions;     // I32[M]
+  const Tensor* slots;         // I32[M]; unused without kv
+  const ops::KvLayerView* kv;  // dense [blocks, block_tokens, kv_heads, head_dim], or null
+  int64_t head_dim;
+};
+bool gemv_rope_applies(const Tensor& x,  // F32[M, K]
+                       std::span<const GemvTarget> targets, const GemvNorm& norm,
+                       const GemvRope& rope);
+bool gemv_fused_rope();  // the RINGLM_CUDA_FUSED_ROPE switch (tests and A/Bs turn it off)
+void set_gemv_fused_rope(bool enabled);
 void gemv_many(const Tensor& x,  // F32[M, K], rows may be strided
-               std::span<const GemvTarget> targets, const GemvNorm* norm = nullptr);
+               std::span<const GemvTarget> targets, const GemvNorm* norm = nullptr,
+               const GemvRope* rope = nullptr);
 // acc += x · wᵀ (+ bias), one f32 add per element of the GEMV's y: bit for bit gemv into y
 // then add_inplace(acc, y) (the residual add after a block's last projection).
 void gemv_accumulate(const Tensor& x,     // F32[M, K], M <= kGemvMaxRows

@@ -77,6 +77,24 @@ struct GemvArgs {
   bool accumulate;  // y += sum (+ bias) instead of y = sum (+ bias); not gated
 };
 
+// Rope and the K/V write in the store of a normalizing launch (gemv_rope_kernel, cuda_ops.h's
+// GemvRope): segments [0, roped) are heads of head_dim columns whose tiles hold rope pairs —
+// tile j of a head: columns j·P ... (j + 1)·P - 1 and their partners half + j·P ... (P = kCols /
+// 2) — rotated as prepare_attention does; a segment with a cache also stores its values there at
+// the row's slot. Bit for bit the plain store and then cuda::prepare_attention.
+struct GemvRopeArgs {
+  const int32_t* positions;      // I32[M]
+  const int32_t* slots;          // I32[M], or null: no cache
+  void* cache[kGemvMaxTargets];  // per segment: [capacity, N] of cache_dtype, or null
+  DType cache_dtype;
+  int64_t capacity;
+  int roped;
+  int head_dim, half;
+  float scaling;
+  DeviceErrorRecord* errors;
+  float inv_freq[kMaxRopeHalf];  // in the kernel's parameters (graph-capturable)
+};
+
 // The two T values packed in a 32-bit word, widened exactly to f32.
 __device__ __forceinline__ void widen2(uint32_t v, __nv_bfloat16*, float& lo, float& hi) {
   lo = __uint_as_float(v << 16);
@@ -150,22 +168,33 @@ __device__ __forceinline__ void accumulate_chunk(const GemvArgs& a, int64_t chun
 // One tile of a launch: kCols weight rows (kGated: kCols / 2 columns of gate and the same
 // columns of up) and where their sums go. Tile b is what block b computes in a launch of one
 // block per tile; the persistent launch walks the tiles with fewer blocks.
-template <typename T, int kCols, bool kGated>
+template <typename T, int kCols, bool kGated, bool kRope = false>
 struct GemvTile {
   const uint4* rows[kCols];
   int64_t n0;
-  int s;  // the tile's weight matrix (not gated)
+  int64_t second;  // kRope: column c >= kCols / 2 is n0 + second + c - kCols / 2
+  int s;           // the tile's weight matrix (not gated)
 
-  __device__ __forceinline__ GemvTile(const GemvArgs& a, int64_t tile) {
+  __device__ __forceinline__ GemvTile(const GemvArgs& a, int64_t tile,
+                                      const GemvRopeArgs* rope = nullptr) {
     constexpr int kPairs = kCols / 2;
     s = 0;
     while (!kGated && s + 1 < a.segments && tile >= a.seg[s + 1].first_block) ++s;
     n0 = kGated ? tile * kPairs : (tile - a.seg[s].first_block) * int64_t{kCols};
+    second = kPairs;
+    if constexpr (kRope) {
+      if (s < rope->roped) {  // local tile t: head t / per_head, its pairs (t % per_head)·P ...
+        const int64_t local = tile - a.seg[s].first_block, per_head = rope->head_dim / kCols;
+        n0 = local / per_head * rope->head_dim + local % per_head * kPairs;
+        second = rope->half;
+      }
+    }
     // Columns past N (the last tile only) re-read column N - 1 and are never stored.
 #pragma unroll
     for (int c = 0; c < kCols; ++c) {
       const GemvSegment& row_seg = kGated ? a.seg[c < kPairs ? 0 : 1] : a.seg[s];
-      const int64_t col = n0 + (kGated ? c % kPairs : c);
+      int64_t col = n0 + (kGated ? c % kPairs : c);
+      if constexpr (kRope) col = n0 + (c < kPairs ? c : second + c - kPairs);
       const int64_t n = col < row_seg.N ? col : row_seg.N - 1;
       rows[c] = reinterpret_cast<const uint4*>(static_cast<const T*>(row_seg.w) + n * a.K);
     }
@@ -227,6 +256,60 @@ struct GemvTile {
                                                    seg.ldy, a.accumulate);
     }
   }
+
+  // kRope: the block's sums into y as write() would, rotated on roped segments, and into the
+  // segment's cache — prepare_attention's arithmetic and its errors (a negative position leaves
+  // the row unrotated and unwritten to the cache; a slot out of range skips the cache).
+  template <int M>
+  __device__ __forceinline__ void write_rope(const GemvArgs& a, const GemvRopeArgs& r,
+                                             float (&acc)[M][kCols], float* partials) const {
+    constexpr int kPairs = kCols / 2;
+    device::reduce_tile<M, kCols, kThreads>(acc, partials);
+    const float* sums = partials + (kThreads / 32) * M * kCols;
+    const GemvSegment& seg = a.seg[s];
+    const bool roped = s < r.roped;
+    const int per_row = roped ? kPairs : kCols, i = static_cast<int>(threadIdx.x);
+    if (i >= M * per_row) return;
+    const int m = i / per_row, c = i % per_row;
+    const bool reports = n0 == 0 && c == 0;  // the segment's first tile, once per row
+    const int32_t p = r.positions[m];
+    void* cache = r.cache[s];
+    int64_t slot = -1;
+    if (p < 0) {
+      if (s == 0 && reports) device::report_error(r.errors, DeviceErrorCode::RopePosition, m, p, 0);
+    } else if (cache != nullptr) {
+      slot = r.slots[m];
+      if (slot < 0 || slot >= r.capacity) {
+        if (s == 1 && reports)
+          device::report_error(r.errors, DeviceErrorCode::KvSlot, m, slot, r.capacity);
+        slot = -1;
+      }
+    }
+    float* y = seg.y + m * seg.ldy;
+    const int64_t n = n0 + c;
+    float x1 = sums[m * kCols + c];
+    if (seg.bias.p != nullptr) x1 += seg.bias[n];
+    if (!roped) {
+      if (n >= seg.N) return;
+      y[n] = x1;
+      if (slot >= 0) device::store_float(cache, r.cache_dtype, slot * seg.N + n, x1);
+      return;
+    }
+    const int64_t n2 = n + second;
+    float x2 = sums[m * kCols + kPairs + c];
+    if (seg.bias.p != nullptr) x2 += seg.bias[n2];
+    if (p >= 0) {
+      float cs, sn;
+      device::rope_cos_sin(static_cast<float>(p), r.inv_freq[n % r.head_dim], r.scaling, cs, sn);
+      device::rope_rotate(x1, x2, cs, sn);
+    }
+    y[n] = x1;
+    y[n2] = x2;
+    if (slot >= 0) {
+      device::store_float(cache, r.cache_dtype, slot * seg.N + n, x1);
+      device::store_float(cache, r.cache_dtype, slot * seg.N + n2, x2);
+    }
+  }
 };
 
 // Block b computes tiles b, b + gridDim.x, ... (one tile each when the grid has a block per
@@ -234,14 +317,15 @@ struct GemvTile {
 // not its output; x and y are); each next tile's first loads go out before this tile's
 // reduction, so the block streams weights while it reduces. A tile's sums are the same whichever
 // block computes it. kNorm: the block normalizes its rows of x into shared memory once, while its
-// first weights are in flight.
-template <typename T, int M, int kCols, bool kGated, bool kNorm>
-__global__ void __launch_bounds__(kThreads, 2) gemv_kernel(GemvArgs a, int64_t tiles) {
+// first weights are in flight. kRope (with kNorm, not gated): the store is write_rope's.
+template <typename T, int M, int kCols, bool kGated, bool kNorm, bool kRope>
+__device__ __forceinline__ void gemv_tiles(const GemvArgs& a, int64_t tiles,
+                                           const GemvRopeArgs* rope) {
   __shared__ float partials[(kThreads / 32 + 1) * M * kCols];
-  using Tile = GemvTile<T, kCols, kGated>;
+  using Tile = GemvTile<T, kCols, kGated, kRope>;
   const int64_t chunks = a.K / kChunk;
   int64_t tile = blockIdx.x;
-  Tile current(a, tile);
+  Tile current(a, tile, rope);
   uint4 w0[kCols], w1[kCols];
   current.load_pair(chunks, threadIdx.x, w0, w1);
   device::wait_prior_grid();
@@ -257,15 +341,30 @@ __global__ void __launch_bounds__(kThreads, 2) gemv_kernel(GemvArgs a, int64_t t
     current.template accumulate<M, kNorm>(a, w0, w1, normed, acc);
     const int64_t next_tile = tile + gridDim.x;
     const bool more = next_tile < tiles;
-    const Tile next(a, more ? next_tile : tile);
+    const Tile next(a, more ? next_tile : tile, rope);
     if (more) next.load_pair(chunks, threadIdx.x, w0, w1);
-    current.template write<M>(a, acc, partials);
+    if constexpr (kRope) {
+      current.template write_rope<M>(a, *rope, acc, partials);
+    } else {
+      current.template write<M>(a, acc, partials);
+    }
     if (!more) break;
     __syncthreads();  // every thread has read partials before the next reduction writes them
     tile = next_tile;
     current = next;
   }
   if constexpr (kNorm) device::launch_dependents();
+}
+
+template <typename T, int M, int kCols, bool kGated, bool kNorm>
+__global__ void __launch_bounds__(kThreads, 2) gemv_kernel(GemvArgs a, int64_t tiles) {
+  gemv_tiles<T, M, kCols, kGated, kNorm, false>(a, tiles, nullptr);
+}
+
+template <typename T, int M, int kCols>
+__global__ void __launch_bounds__(kThreads, 2)
+    gemv_rope_kernel(GemvArgs a, int64_t tiles, const GemvRopeArgs rope) {
+  gemv_tiles<T, M, kCols, false, true, true>(a, tiles, &rope);
 }
 
 // Two-row GEMV launches are persistent (at most kPersistentBlocksPerSm blocks per SM walking the
@@ -288,30 +387,49 @@ std::atomic<bool>& fused_norms_flag() {
   return on;
 }
 
+std::atomic<bool>& fused_rope_flag() {
+  static std::atomic<bool> on{env_switch_on("RINGLM_CUDA_FUSED_ROPE")};
+  return on;
+}
+
 int64_t grid_for_tiles(int64_t tiles, int rows) {
   if (rows < kPersistentMinRows || !persistent_flag().load(std::memory_order_relaxed)) return tiles;
   return std::min(tiles, int64_t{sm_count()} * kPersistentBlocksPerSm);
 }
 
+// How a launch stores its sums: plain (y = sum + bias), gated (out = act(gate) · up) or with
+// rope and the K/V write (rope non-null; normalizing launches only).
+struct GemvStore {
+  bool gated = false;
+  const GemvRopeArgs* rope = nullptr;
+};
+
 template <typename T, int M, int kCols, bool kGated>
-void launch_tiles(const GemvArgs& a, int64_t tiles, cudaStream_t stream) {
+void launch_tiles(const GemvArgs& a, int64_t tiles, const GemvStore& store, cudaStream_t stream) {
   if (a.norm_w != nullptr) {  // persistent: each block normalizes x once
     const dim3 grid(
         static_cast<unsigned>(std::min(tiles, int64_t{sm_count()} * kPersistentBlocksPerSm)));
     const size_t smem = static_cast<size_t>(M * a.K) * sizeof(T);
+    if constexpr (!kGated) {
+      if (store.rope != nullptr) {
+        return launch_pdl(gemv_rope_kernel<T, M, kCols>, grid, dim3(kThreads), smem, stream, a,
+                          tiles, *store.rope);
+      }
+    }
     launch_pdl(gemv_kernel<T, M, kCols, kGated, true>, grid, dim3(kThreads), smem, stream, a,
                tiles);
   } else {
+    RINGLM_CHECK(store.rope == nullptr, "gemv: rope in the store of a launch without a norm");
     const dim3 grid(static_cast<unsigned>(grid_for_tiles(tiles, M)));
     launch_pdl(gemv_kernel<T, M, kCols, kGated, false>, grid, dim3(kThreads), 0, stream, a, tiles);
   }
 }
 
 template <typename T, int M, int kCols>
-void launch_cols(GemvArgs a, bool gated, cudaStream_t stream) {
-  if (gated) {
+void launch_cols(GemvArgs a, const GemvStore& store, cudaStream_t stream) {
+  if (store.gated) {
     if constexpr (kCols <= 4) {  // launch() gives gated launches 2 or 4 columns
-      launch_tiles<T, M, kCols, true>(a, (a.seg[0].N + kCols / 2 - 1) / (kCols / 2), stream);
+      launch_tiles<T, M, kCols, true>(a, (a.seg[0].N + kCols / 2 - 1) / (kCols / 2), store, stream);
     } else {
       RINGLM_FAIL("gemv: a gated launch of ", kCols, " columns");
     }
@@ -322,30 +440,38 @@ void launch_cols(GemvArgs a, bool gated, cudaStream_t stream) {
     a.seg[s].first_block = tiles;
     tiles += (a.seg[s].N + kCols - 1) / kCols;
   }
-  launch_tiles<T, M, kCols, false>(a, tiles, stream);
+  launch_tiles<T, M, kCols, false>(a, tiles, store, stream);
+}
+
+// Columns per tile for a launch of N columns in all (rope launches need head_dim % it == 0).
+int gemv_tile_cols(int64_t N, bool gated) {
+  if (N <= kNarrowN) return 2;
+  return N >= kWideN && !gated ? 8 : 4;
 }
 
 template <typename T, int M>
-void launch(const GemvArgs& a, bool gated, cudaStream_t stream) {
+void launch(const GemvArgs& a, const GemvStore& store, cudaStream_t stream) {
   int64_t N = 0;
   for (int s = 0; s < a.segments; ++s) N += a.seg[s].N;
-  if (N <= kNarrowN) {
-    launch_cols<T, M, 2>(a, gated, stream);
-  } else if (N >= kWideN && !gated) {
-    launch_cols<T, M, 8>(a, gated, stream);
-  } else {
-    launch_cols<T, M, 4>(a, gated, stream);
+  switch (gemv_tile_cols(N, store.gated)) {
+    case 2:
+      return launch_cols<T, M, 2>(a, store, stream);
+    case 8:
+      return launch_cols<T, M, 8>(a, store, stream);
+    default:
+      return launch_cols<T, M, 4>(a, store, stream);
   }
 }
 
-void launch_rows(DType dtype, int64_t M, const GemvArgs& a, bool gated, cudaStream_t stream) {
+void launch_rows(DType dtype, int64_t M, const GemvArgs& a, const GemvStore& store,
+                 cudaStream_t stream) {
   device::dispatch_float(dtype, [&]<typename T>(T*) {
     if constexpr (std::is_same_v<T, float>) {
       RINGLM_FAIL("gemv: f32 weights");
     } else if (M == 1) {
-      launch<T, 1>(a, gated, stream);
+      launch<T, 1>(a, store, stream);
     } else if (M == 2) {
-      launch<T, 2>(a, gated, stream);
+      launch<T, 2>(a, store, stream);
     } else {
       RINGLM_FAIL("gemv: ", M, " rows (at most ", kGemvMaxRows, ")");
     }
@@ -370,6 +496,13 @@ bool gemv_fused_norms() {
 }
 void set_gemv_fused_norms(bool enabled) {
   fused_norms_flag().store(enabled, std::memory_order_relaxed);
+}
+
+bool gemv_fused_rope() {
+  return fused_rope_flag().load(std::memory_order_relaxed);
+}
+void set_gemv_fused_rope(bool enabled) {
+  fused_rope_flag().store(enabled, std::memory_order_relaxed);
 }
 
 int64_t leading_dim(const Tensor& t) {
@@ -430,14 +563,58 @@ bool gemv_norm_applies(const Tensor& x, DType weights, const GemvNorm& norm) {
          aligned16(g.data);
 }
 
-void gemv_many(const Tensor& x, std::span<const GemvTarget> targets, const GemvNorm* norm) {
+bool gemv_rope_applies(const Tensor& x, std::span<const GemvTarget> targets, const GemvNorm& norm,
+                       const GemvRope& rope) {
+  const int64_t D = rope.head_dim, M = x.shape[0];
+  const ops::KvLayerView* kv = rope.kv;
+  if (!gemv_fused_rope() || !gemv_many_applies(x, targets) ||
+      !gemv_norm_applies(x, targets[0].w->dtype, norm) || targets.size() != (kv ? 3u : 1u) ||
+      D % 8 != 0 || rope.table->rotary_dim != D || D / 2 > kMaxRopeHalf ||
+      rope.positions->numel() != M)
+    return false;
+  for (size_t i = 0; i < targets.size(); ++i) {
+    if (targets[i].w->shape[0] % D != 0) return false;
+  }
+  if (kv == nullptr) return true;
+  const auto float_dtype = [](DType d) {
+    return d == DType::F32 || d == DType::BF16 || d == DType::F16;
+  };
+  return kv->dense() && float_dtype(kv->k.dtype) && kv->v.dtype == kv->k.dtype &&
+         kv->k.is_contiguous() && kv->v.is_contiguous() && kv->k.ndim == 4 &&
+         kv->k.shape[2] * kv->k.shape[3] == targets[1].w->shape[0] &&
+         targets[2].w->shape[0] == targets[1].w->shape[0] && rope.slots->numel() == M;
+}
+
+void gemv_many(const Tensor& x, std::span<const GemvTarget> targets, const GemvNorm* norm,
+               const GemvRope* rope) {
   RINGLM_CHECK(gemv_many_applies(x, targets), "gemv_many: ", targets.size(),
                " targets it does not serve");
   RINGLM_CHECK(norm == nullptr || gemv_norm_applies(x, targets[0].w->dtype, *norm),
                "gemv_many: a norm it does not fuse");
+  RINGLM_CHECK(rope == nullptr || (norm != nullptr && gemv_rope_applies(x, targets, *norm, *rope)),
+               "gemv_many: a rope it does not fuse");
   GemvArgs a = args_for(x, targets);
   set_norm(norm, a);
-  launch_rows(targets[0].w->dtype, x.shape[0], a, false, Context::get().stream());
+  GemvRopeArgs r{};
+  if (rope != nullptr) {
+    const ops::RopeTable& table = *rope->table;
+    r.positions = rope->positions->ptr<const int32_t>();
+    r.roped = static_cast<int>(std::min<size_t>(targets.size(), 2));  // q, k
+    r.head_dim = static_cast<int>(rope->head_dim);
+    r.half = table.rotary_dim / 2;
+    r.scaling = table.attention_scaling;
+    r.errors = Context::get().errors();
+    for (int i = 0; i < r.half; ++i) r.inv_freq[i] = table.inv_freq[static_cast<size_t>(i)];
+    if (const ops::KvLayerView* kv = rope->kv; kv != nullptr) {
+      r.slots = rope->slots->ptr<const int32_t>();
+      r.cache[1] = kv->k.data;
+      r.cache[2] = kv->v.data;
+      r.cache_dtype = kv->k.dtype;
+      r.capacity = kv->k.shape[0] * kv->k.shape[1];
+    }
+  }
+  const GemvStore store{.rope = rope != nullptr ? &r : nullptr};
+  launch_rows(targets[0].w->dtype, x.shape[0], a, store, Context::get().stream());
   check_launch("gemv_kernel");
 }
 
@@ -447,7 +624,7 @@ void gemv_accumulate(const Tensor& x, const Tensor& w, const Tensor& bias, Tenso
   RINGLM_CHECK(gemv_many_applies(x, targets), "gemv_accumulate: a matmul it does not serve");
   GemvArgs a = args_for(x, targets);
   a.accumulate = true;
-  launch_rows(w.dtype, x.shape[0], a, false, Context::get().stream());
+  launch_rows(w.dtype, x.shape[0], a, {}, Context::get().stream());
   check_launch("gemv_kernel");
 }
 
@@ -467,7 +644,7 @@ void gemv_gated(const Tensor& x, const GemvTarget& gate, const GemvTarget& up,
   a.act = activation;
   a.out = out.ptr<float>();
   a.ldo = leading_dim(out);
-  launch_rows(gate.w->dtype, x.shape[0], a, true, Context::get().stream());
+  launch_rows(gate.w->dtype, x.shape[0], a, {.gated = true}, Context::get().stream());
   check_launch("gemv_kernel");
 }
 

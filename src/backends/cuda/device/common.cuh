@@ -42,6 +42,20 @@ __device__ __forceinline__ __half from_f32<__half>(float v) {
   return __float2half_rn(v);
 }
 
+// base[i] = v rounded to `dtype` (F32, BF16 or F16 chosen at run time: a cache's storage).
+__device__ __forceinline__ void store_float(void* base, DType dtype, int64_t i, float v) {
+  switch (dtype) {
+    case DType::BF16:
+      static_cast<__nv_bfloat16*>(base)[i] = from_f32<__nv_bfloat16>(v);
+      break;
+    case DType::F16:
+      static_cast<__half*>(base)[i] = from_f32<__half>(v);
+      break;
+    default:
+      static_cast<float*>(base)[i] = v;
+  }
+}
+
 // A float tensor of a dtype chosen at run time (weights, bias): one switch per element, for
 // kernels where the element is not on the hot path.
 struct AnyFloat {
