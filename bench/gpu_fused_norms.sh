@@ -7,7 +7,8 @@
 # (default "tests bf16"; "step" adds the per-kernel time of a 512 × 1 step on each side,
 # bench/ncu_step.sh); FN_ROUNDS (default 2). FN_SWITCH names the switch the A/B flips (default
 # RINGLM_CUDA_FUSED_NORMS; RINGLM_CUDA_FUSED_ROPE: rope and the K/V write in the q/k/v GEMV's
-# store, with the norms fused on both sides).
+# store, with the norms fused on both sides); FN_ROWS replaces the A/B's benchmark rows
+# (scripts/gpu-ab's AB_ROWS).
 # shellcheck source=bench/gpu_common.sh
 source "$(dirname "$0")/gpu_common.sh"
 rounds=${FN_ROUNDS:-2}
@@ -28,7 +29,7 @@ for stage in ${FN_STAGES:-tests bf16}; do
       ;;
     bf16)
       AB_TESTS=0 AB_ROUNDS=$rounds AB_ENV_A=$off AB_ENV_B=$on \
-        AB_ROWS="--kv-memory 100000 --context 512 --batch 1,2,8;--kv-memory 110000 --context 4096 --batch 1,2;--kv-memory 110000 --context 32768 --batch 1" \
+        AB_ROWS=${FN_ROWS:-"--kv-memory 100000 --context 512 --batch 1,2,8;--kv-memory 110000 --context 4096 --batch 1,2;--kv-memory 110000 --context 32768 --batch 1"} \
         scripts/gpu-ab "$out/bf16" | tail -12
       ;;
     step)
