@@ -187,8 +187,11 @@ struct GemvTile {
     second = kPairs;
     if constexpr (kRope) {
       if (s < rope->roped) {  // local tile t: head t / per_head, its pairs (t % per_head)·P ...
-        const int64_t local = tile - a.seg[s].first_block, per_head = rope->head_dim / kCols;
-        n0 = local / per_head * rope->head_dim + local % per_head * kPairs;
+        // (32-bit: a 64-bit division here would delay the next tile's loads)
+        const auto local = static_cast<uint32_t>(tile - a.seg[s].first_block);
+        const auto per_head = static_cast<uint32_t>(rope->head_dim / kCols);
+        const uint32_t head = local / per_head;
+        n0 = int64_t{head} * rope->head_dim + (local - head * per_head) * kPairs;
         second = rope->half;
       }
     }
@@ -303,7 +306,8 @@ struct GemvTile {
     if (seg.bias.p != nullptr) x2 += seg.bias[n2];
     if (p >= 0) {
       float cs, sn;
-      device::rope_cos_sin(static_cast<float>(p), r.inv_freq[n % r.head_dim], r.scaling, cs, sn);
+      const uint32_t pair = static_cast<uint32_t>(n) % static_cast<uint32_t>(r.head_dim);
+      device::rope_cos_sin(static_cast<float>(p), r.inv_freq[pair], r.scaling, cs, sn);
       device::rope_rotate(x1, x2, cs, sn);
     }
     y[n] = x1;
