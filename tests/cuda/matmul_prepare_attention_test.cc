@@ -23,12 +23,13 @@ namespace {
 using testing::OnDevice;
 using testing::Owned;
 
-// Turns the fused rope off for its lifetime.
-struct UnfusedRope {
-  UnfusedRope() { cuda::set_gemv_fused_rope(false); }
-  ~UnfusedRope() { cuda::set_gemv_fused_rope(true); }
-  UnfusedRope(const UnfusedRope&) = delete;
-  UnfusedRope& operator=(const UnfusedRope&) = delete;
+// Sets the fused-rope switch for its lifetime (it is off by default).
+struct RopeSwitch {
+  const bool before = cuda::gemv_fused_rope();
+  explicit RopeSwitch(bool on) { cuda::set_gemv_fused_rope(on); }
+  ~RopeSwitch() { cuda::set_gemv_fused_rope(before); }
+  RopeSwitch(const RopeSwitch&) = delete;
+  RopeSwitch& operator=(const RopeSwitch&) = delete;
 };
 
 RopeTable make_table(int rotary_dim, float scaling) {
@@ -165,11 +166,12 @@ TEST(CudaMatmulPrepareAttention, FusedStoreEqualsGemvThenPrepareAttention) {
   for (const Shape& s : shapes) {
     SCOPED_TRACE(label(s));
     const Layer layer(s);
+    const RopeSwitch on(true);
     const Result fused = run(layer);
     EXPECT_TRUE(fused.fused) << "the fused store does not apply";
     Result plain;
     {
-      const UnfusedRope off;
+      const RopeSwitch off(false);
       plain = run(layer);
     }
     EXPECT_FALSE(plain.fused);
@@ -194,12 +196,13 @@ TEST(CudaMatmulPrepareAttention, BadPositionAndSlotAreReported) {
     SCOPED_TRACE(bad.error);
     layer.pos.p<int32_t>()[1] = bad.pos;
     layer.slots.p<int32_t>()[1] = bad.slot;
+    const RopeSwitch on(true);
     const Result fused = run(layer);
     EXPECT_TRUE(fused.fused);
     EXPECT_NE(fused.error.find(bad.error), std::string::npos) << fused.error;
     Result plain;
     {
-      const UnfusedRope off;
+      const RopeSwitch off(false);
       plain = run(layer);
     }
     EXPECT_NE(plain.error.find(bad.error), std::string::npos) << plain.error;
@@ -211,6 +214,7 @@ TEST(CudaMatmulPrepareAttention, BadPositionAndSlotAreReported) {
 // run as the GEMV (or cuBLAS) then prepare_attention.
 TEST(CudaMatmulPrepareAttention, DeclinedShapesRunUnfused) {
   RINGLM_REQUIRE_GPU();
+  const RopeSwitch on(true);
   const Shape base{1, 264, 4, 2, 64, false, true, DType::BF16, DType::BF16};
   Shape three_rows = base, odd_dim = base;
   three_rows.M = 3;

@@ -244,9 +244,12 @@ TEST(GpuModel, FusedResidualChangesNoBits) {
     ASSERT_FALSE(config.empty());
     auto gpu = models::load_model(
         testing::write_random_checkpoint(tag, config, {"--seed=17", "--dtype=bf16"}), Device::CUDA);
-    ASSERT_TRUE(cuda::gemv_fused_norms() && cuda::gemv_fused_rope());
+    ASSERT_TRUE(cuda::gemv_fused_norms());
     expect_switch_changes_no_bits(*gpu, prompt, 1, neighbour, cuda::set_gemv_fused_norms);
+    const bool rope_before = cuda::gemv_fused_rope();  // off by default
+    cuda::set_gemv_fused_rope(true);
     expect_switch_changes_no_bits(*gpu, prompt, 1, neighbour, cuda::set_gemv_fused_rope);
+    cuda::set_gemv_fused_rope(rope_before);
   }
 }
 

@@ -68,7 +68,8 @@ void set_gemv_fused_norms(bool enabled);
 // kv the layer's cache, or [q] alone with kv null; q and k come out rotated as prepare_attention
 // rotates them and k and v also go to the cache at each row's slot — bit for bit gemv_many then
 // cuda::prepare_attention without q/k norms (device errors included: a negative position, a slot
-// out of range). Applies (gemv_rope_applies) when RINGLM_CUDA_FUSED_ROPE is not 0 (gemv_fused_rope)
+// out of range). Applies (gemv_rope_applies) when RINGLM_CUDA_FUSED_ROPE=1 (gemv_fused_rope; off
+// by default: slower on the H200 so far, docs/benchmarks.md)
 // and the norm applies, with full rotary (rotary_dim == head_dim, a multiple of 8: a tile holds
 // whole rope pairs) and a dense F32/BF16/F16 cache. The caller ran prepare_attention's checks.
 struct GemvRope {

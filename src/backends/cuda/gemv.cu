@@ -26,8 +26,8 @@
 #include <atomic>
 #include <cstdint>
 #include <cstdlib>
-#include <string>
 #include <span>
+#include <string>
 #include <type_traits>
 
 #include "backends/cuda/cuda_ops.h"
@@ -94,7 +94,7 @@ struct GemvRopeArgs {
   int head_dim, half;
   float scaling;
   DeviceErrorRecord* errors;
-  bool early_trigger;  // TEMPORARY A/B knob (RINGLM_CUDA_ROPE_TRIGGER=start)
+  bool early_trigger;            // TEMPORARY A/B knob (RINGLM_CUDA_ROPE_TRIGGER=start)
   float inv_freq[kMaxRopeHalf];  // in the kernel's parameters (graph-capturable)
 };
 
@@ -397,8 +397,12 @@ std::atomic<bool>& fused_norms_flag() {
   return on;
 }
 
+// Off unless RINGLM_CUDA_FUSED_ROPE=1: on the H200 it lost 12 % at 4k context (docs/benchmarks.md).
 std::atomic<bool>& fused_rope_flag() {
-  static std::atomic<bool> on{env_switch_on("RINGLM_CUDA_FUSED_ROPE")};
+  static std::atomic<bool> on{[] {
+    const char* v = std::getenv("RINGLM_CUDA_FUSED_ROPE");
+    return v != nullptr && std::string(v) == "1";
+  }()};
   return on;
 }
 
