@@ -94,6 +94,7 @@ struct GemvRopeArgs {
   int head_dim, half;
   float scaling;
   DeviceErrorRecord* errors;
+  bool early_trigger;            // TEMPORARY A/B knob (RINGLM_CUDA_ROPE_TRIGGER=start)
   float inv_freq[kMaxRopeHalf];  // in the kernel's parameters (graph-capturable)
 };
 
@@ -340,6 +341,9 @@ __device__ __forceinline__ void gemv_tiles(const GemvArgs& a, int64_t tiles,
   // squat on the SMs (H200, 8B bf16, batch 1: -12 % at 4k / 32k context that way, +2 % at 512 to
   // 32k with the trigger at the end; docs/benchmarks.md).
   if constexpr (!kNorm) device::launch_dependents();
+  if constexpr (kRope) {
+    if (rope->early_trigger) device::launch_dependents();
+  }
   extern __shared__ uint4 normed[];  // kNorm: [M][K / 8]
   if constexpr (kNorm) stage_normed_x<T, M>(a, normed);
   while (true) {
@@ -614,6 +618,11 @@ void gemv_many(const Tensor& x, std::span<const GemvTarget> targets, const GemvN
     r.half = table.rotary_dim / 2;
     r.scaling = table.attention_scaling;
     r.errors = Context::get().errors();
+    static const bool early = [] {
+      const char* v = std::getenv("RINGLM_CUDA_ROPE_TRIGGER");
+      return v != nullptr && std::string(v) == "start";
+    }();
+    r.early_trigger = early;
     for (int i = 0; i < r.half; ++i) r.inv_freq[i] = table.inv_freq[static_cast<size_t>(i)];
     if (const ops::KvLayerView* kv = rope->kv; kv != nullptr) {
       r.slots = rope->slots->ptr<const int32_t>();
@@ -626,11 +635,6 @@ void gemv_many(const Tensor& x, std::span<const GemvTarget> targets, const GemvN
   const GemvStore store{.rope = rope != nullptr ? &r : nullptr};
   launch_rows(targets[0].w->dtype, x.shape[0], a, store, Context::get().stream());
   check_launch("gemv_kernel");
-  static const bool next_plain = [] {  // TEMPORARY A/B knob
-    const char* v = std::getenv("RINGLM_CUDA_ROPE_NEXT_PLAIN");
-    return v != nullptr && std::string(v) == "1";
-  }();
-  if (rope != nullptr && next_plain) launch_next_plainly();
 }
 
 void gemv_accumulate(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& acc) {

@@ -155,17 +155,6 @@ bool pdl_enabled() {
 void set_pdl_enabled(bool enabled) {
   switch_flag<kPdlEnv>().store(enabled, std::memory_order_relaxed);
 }
-namespace {
-thread_local bool plain_launch_requested = false;
-}  // namespace
-void launch_next_plainly() {
-  plain_launch_requested = true;
-}
-bool take_plain_launch() {
-  const bool requested = plain_launch_requested;
-  plain_launch_requested = false;
-  return requested;
-}
 bool rounded_matmul_inputs() {
   return switch_flag<kRoundedInputsEnv>().load(std::memory_order_relaxed);
 }

@@ -123,10 +123,6 @@ bool env_switch_on(const char* name);
 // before keep what they were captured with).
 bool pdl_enabled();
 void set_pdl_enabled(bool enabled);
-// The next launch_pdl on the calling thread launches plainly, once (take_plain_launch reads and
-// clears the request): for a kernel that waits better in plain stream order after a given one.
-void launch_next_plainly();
-bool take_plain_launch();
 
 // After a kernel launch: throws if the launch itself failed (bad configuration, no device).
 void check_launch(const char* kernel);

@@ -39,7 +39,7 @@ void launch_pdl(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, c
   config.stream = stream;
   cudaLaunchAttribute attribute{};
   attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attribute.val.programmaticStreamSerializationAllowed = pdl_enabled() && !take_plain_launch();
+  attribute.val.programmaticStreamSerializationAllowed = pdl_enabled() ? 1 : 0;
   config.attrs = &attribute;
   config.numAttrs = 1;
   // A failed launch is left for the caller's check_launch (cudaGetLastError) to report.
