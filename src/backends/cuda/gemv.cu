@@ -26,9 +26,12 @@
 #include <atomic>
 #include <cstdint>
 #include <cstdlib>
+#include <mutex>
 #include <span>
 #include <string>
 #include <type_traits>
+#include <unordered_map>
+#include <vector>
 
 #include "backends/cuda/cuda_ops.h"
 #include "backends/cuda/device/activation.cuh"
@@ -94,8 +97,7 @@ struct GemvRopeArgs {
   int head_dim, half;
   float scaling;
   DeviceErrorRecord* errors;
-  bool early_trigger;            // TEMPORARY A/B knob (RINGLM_CUDA_ROPE_TRIGGER=start)
-  float inv_freq[kMaxRopeHalf];  // in the kernel's parameters (graph-capturable)
+  const float* inv_freq;  // F32[half] on the device (rope_frequencies_on_device)
 };
 
 // The two T values packed in a 32-bit word, widened exactly to f32.
@@ -341,9 +343,6 @@ __device__ __forceinline__ void gemv_tiles(const GemvArgs& a, int64_t tiles,
   // squat on the SMs (H200, 8B bf16, batch 1: -12 % at 4k / 32k context that way, +2 % at 512 to
   // 32k with the trigger at the end; docs/benchmarks.md).
   if constexpr (!kNorm) device::launch_dependents();
-  if constexpr (kRope) {
-    if (rope->early_trigger) device::launch_dependents();
-  }
   extern __shared__ uint4 normed[];  // kNorm: [M][K / 8]
   if constexpr (kNorm) stage_normed_x<T, M>(a, normed);
   while (true) {
@@ -409,6 +408,29 @@ std::atomic<bool>& fused_rope_flag() {
 int64_t grid_for_tiles(int64_t tiles, int rows) {
   if (rows < kPersistentMinRows || !persistent_flag().load(std::memory_order_relaxed)) return tiles;
   return std::min(tiles, int64_t{sm_count()} * kPersistentBlocksPerSm);
+}
+
+// A device copy of a rope table's frequencies, kept per table (the rope launch's parameters stay
+// small: 1 KB of frequencies in them made the decode step slower on the H200). Uploaded on a
+// table's first use — an eager step, never inside a graph capture (the engine runs a shape eagerly
+// before capturing it); re-uploaded if the table at that address changed.
+const float* rope_frequencies_on_device(const ops::RopeTable& table) {
+  struct Copy {
+    std::vector<float> host;
+    float* device = nullptr;
+  };
+  static std::mutex mutex;
+  static std::unordered_map<const ops::RopeTable*, Copy> copies;
+  const std::lock_guard<std::mutex> lock(mutex);
+  Copy& copy = copies[&table];
+  if (copy.device == nullptr || copy.host != table.inv_freq) {
+    if (copy.device == nullptr)
+      RINGLM_CUDA_CHECK(cudaMalloc(&copy.device, kMaxRopeHalf * sizeof(float)));
+    copy.host = table.inv_freq;
+    RINGLM_CUDA_CHECK(cudaMemcpy(copy.device, copy.host.data(), copy.host.size() * sizeof(float),
+                                 cudaMemcpyHostToDevice));
+  }
+  return copy.device;
 }
 
 // How a launch stores its sums: plain (y = sum + bias), gated (out = act(gate) · up) or with
@@ -618,12 +640,7 @@ void gemv_many(const Tensor& x, std::span<const GemvTarget> targets, const GemvN
     r.half = table.rotary_dim / 2;
     r.scaling = table.attention_scaling;
     r.errors = Context::get().errors();
-    static const bool early = [] {
-      const char* v = std::getenv("RINGLM_CUDA_ROPE_TRIGGER");
-      return v != nullptr && std::string(v) == "start";
-    }();
-    r.early_trigger = early;
-    for (int i = 0; i < r.half; ++i) r.inv_freq[i] = table.inv_freq[static_cast<size_t>(i)];
+    r.inv_freq = rope_frequencies_on_device(table);
     if (const ops::KvLayerView* kv = rope->kv; kv != nullptr) {
       r.slots = rope->slots->ptr<const int32_t>();
       r.cache[1] = kv->k.data;
