@@ -26,12 +26,9 @@
 #include <atomic>
 #include <cstdint>
 #include <cstdlib>
-#include <mutex>
 #include <span>
 #include <string>
 #include <type_traits>
-#include <unordered_map>
-#include <vector>
 
 #include "backends/cuda/cuda_ops.h"
 #include "backends/cuda/device/activation.cuh"
@@ -97,7 +94,7 @@ struct GemvRopeArgs {
   int head_dim, half;
   float scaling;
   DeviceErrorRecord* errors;
-  const float* inv_freq;  // F32[half] on the device (rope_frequencies_on_device)
+  float inv_freq[kMaxRopeHalf];  // in the kernel's parameters (graph-capturable)
 };
 
 // The two T values packed in a 32-bit word, widened exactly to f32.
@@ -410,29 +407,6 @@ int64_t grid_for_tiles(int64_t tiles, int rows) {
   return std::min(tiles, int64_t{sm_count()} * kPersistentBlocksPerSm);
 }
 
-// A device copy of a rope table's frequencies, kept per table (the rope launch's parameters stay
-// small: 1 KB of frequencies in them made the decode step slower on the H200). Uploaded on a
-// table's first use — an eager step, never inside a graph capture (the engine runs a shape eagerly
-// before capturing it); re-uploaded if the table at that address changed.
-const float* rope_frequencies_on_device(const ops::RopeTable& table) {
-  struct Copy {
-    std::vector<float> host;
-    float* device = nullptr;
-  };
-  static std::mutex mutex;
-  static std::unordered_map<const ops::RopeTable*, Copy> copies;
-  const std::lock_guard<std::mutex> lock(mutex);
-  Copy& copy = copies[&table];
-  if (copy.device == nullptr || copy.host != table.inv_freq) {
-    if (copy.device == nullptr)
-      RINGLM_CUDA_CHECK(cudaMalloc(&copy.device, kMaxRopeHalf * sizeof(float)));
-    copy.host = table.inv_freq;
-    RINGLM_CUDA_CHECK(cudaMemcpy(copy.device, copy.host.data(), copy.host.size() * sizeof(float),
-                                 cudaMemcpyHostToDevice));
-  }
-  return copy.device;
-}
-
 // How a launch stores its sums: plain (y = sum + bias), gated (out = act(gate) · up) or with
 // rope and the K/V write (rope non-null; normalizing launches only).
 struct GemvStore {
@@ -640,7 +614,7 @@ void gemv_many(const Tensor& x, std::span<const GemvTarget> targets, const GemvN
     r.half = table.rotary_dim / 2;
     r.scaling = table.attention_scaling;
     r.errors = Context::get().errors();
-    r.inv_freq = rope_frequencies_on_device(table);
+    for (int i = 0; i < r.half; ++i) r.inv_freq[i] = table.inv_freq[static_cast<size_t>(i)];
     if (const ops::KvLayerView* kv = rope->kv; kv != nullptr) {
       r.slots = rope->slots->ptr<const int32_t>();
       r.cache[1] = kv->k.data;
