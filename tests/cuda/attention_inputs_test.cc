@@ -17,15 +17,6 @@ namespace {
 using testing::OnDevice;
 using testing::Owned;
 
-RopeTable make_table(int rotary_dim, float scaling) {
-  RopeTable t;
-  t.rotary_dim = rotary_dim;
-  t.attention_scaling = scaling;
-  for (int i = 0; i < rotary_dim / 2; ++i)
-    t.inv_freq.push_back(static_cast<float>(1.0 / std::pow(1e6, 2.0 * i / rotary_dim)));
-  return t;
-}
-
 struct Case {
   int64_t T, heads, kv_heads, D;
   int rotary_dim;
@@ -43,7 +34,7 @@ std::string label(const Case& c) {
 
 void check_case(const Case& c) {
   SCOPED_TRACE(label(c));
-  const RopeTable table = make_table(c.rotary_dim, 1.1f);
+  const RopeTable table = testing::make_rope_table(c.rotary_dim, 1.1f, 1e6);
   const int64_t blocks = 7, bt = 4;
   Owned q(DType::F32, {c.T, c.heads, c.D}), k(DType::F32, {c.T, c.kv_heads, c.D}),
       v(DType::F32, {c.T, c.kv_heads, c.D}), pos(DType::I32, {c.T}), slots(DType::I32, {c.T}),
@@ -113,7 +104,7 @@ TEST(CudaPrepareAttention, EqualsSeparateOpsBitwise) {
 
 TEST(CudaPrepareAttention, BadPositionAndSlotAreReported) {
   RINGLM_REQUIRE_GPU();
-  const RopeTable table = make_table(8, 1.0f);
+  const RopeTable table = testing::make_rope_table(8, 1.0f, 1e6);
   Owned q(DType::F32, {2, 2, 8}), k(DType::F32, {2, 1, 8}), pos(DType::I32, {2}),
       slots(DType::I32, {2}), cache(DType::BF16, {2, 4, 1, 8});
   testing::fill_uniform(q, 70);

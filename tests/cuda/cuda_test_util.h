@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <initializer_list>
 #include <string>
@@ -74,6 +75,17 @@ inline Owned copy_of(const Owned& src) {
 }
 
 // cuda::synchronize() throws an error whose message contains `needle` (a value a kernel rejected).
+// A rope table of `rotary_dim` as transformers' default rope builds it: inv_freq[i] =
+// base^(-2i / rotary_dim), cos and sin times `scaling`.
+inline RopeTable make_rope_table(int rotary_dim, float scaling, double base) {
+  RopeTable t;
+  t.rotary_dim = rotary_dim;
+  t.attention_scaling = scaling;
+  for (int i = 0; i < rotary_dim / 2; ++i)
+    t.inv_freq.push_back(static_cast<float>(1.0 / std::pow(base, 2.0 * i / rotary_dim)));
+  return t;
+}
+
 inline void expect_sync_error(const std::string& needle) {
   try {
     cuda::synchronize();

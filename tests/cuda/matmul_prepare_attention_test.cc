@@ -32,15 +32,6 @@ struct RopeSwitch {
   RopeSwitch& operator=(const RopeSwitch&) = delete;
 };
 
-RopeTable make_table(int rotary_dim, float scaling) {
-  RopeTable t;
-  t.rotary_dim = rotary_dim;
-  t.attention_scaling = scaling;
-  for (int i = 0; i < rotary_dim / 2; ++i)
-    t.inv_freq.push_back(static_cast<float>(1.0 / std::pow(5e5, 2.0 * i / rotary_dim)));
-  return t;
-}
-
 struct Shape {
   int64_t M, K, heads, kv_heads, D;
   bool biases, writes_kv;
@@ -65,7 +56,7 @@ struct Layer {
 
   explicit Layer(const Shape& shape)
       : s(shape),
-        table(make_table(static_cast<int>(shape.D), 1.05f)),
+        table(testing::make_rope_table(static_cast<int>(shape.D), 1.05f, 5e5)),
         x(DType::F32, {s.M, s.K}),
         norm(s.weights, {s.K}),
         pos(DType::I32, {s.M}),
@@ -224,7 +215,7 @@ TEST(CudaMatmulPrepareAttention, DeclinedShapesRunUnfused) {
     EXPECT_FALSE(run(Layer(s)).fused);
   }
   Layer partial(base);
-  partial.table = make_table(32, 1.0f);
+  partial.table = testing::make_rope_table(32, 1.0f, 5e5);
   EXPECT_FALSE(run(partial).fused);
 }
 

@@ -20,15 +20,6 @@ using testing::kEps;
 using testing::OnDevice;
 using testing::Owned;
 
-RopeTable make_table(int rotary_dim, double base, float scaling) {
-  RopeTable t;
-  t.rotary_dim = rotary_dim;
-  t.attention_scaling = scaling;
-  for (int i = 0; i < rotary_dim / 2; ++i)
-    t.inv_freq.push_back(static_cast<float>(1.0 / std::pow(base, 2.0 * i / rotary_dim)));
-  return t;
-}
-
 TEST(CudaRope, MatchesReference) {
   RINGLM_REQUIRE_GPU();
   struct Case {
@@ -43,7 +34,7 @@ TEST(CudaRope, MatchesReference) {
   for (const Case& c : cases) {
     SCOPED_TRACE(::testing::Message() << "T=" << c.T << " heads=" << c.heads << " D=" << c.head_dim
                                       << " rot=" << c.rotary_dim);
-    const RopeTable table = make_table(c.rotary_dim, 500000.0, c.scaling);
+    const RopeTable table = testing::make_rope_table(c.rotary_dim, c.scaling, 500000.0);
     Owned x(DType::F32, {c.T, c.heads, c.head_dim}), pos(DType::I32, {c.T});
     testing::fill_uniform(x, 40, -2.0f, 2.0f);
     std::mt19937 rng(41);
@@ -89,7 +80,7 @@ TEST(CudaRope, NegativePositionIsReportedBySynchronize) {
   pos.p<int32_t>()[0] = 3;
   pos.p<int32_t>()[1] = -7;
   OnDevice dx(x), dpos(pos);
-  rope(dx.t(), dpos.t(), make_table(4, 10000.0, 1.0f));
+  rope(dx.t(), dpos.t(), testing::make_rope_table(4, 1.0f, 10000.0));
   testing::expect_sync_error("position -7 at index 1");
   const Owned out = dx.to_host();
   for (int d = 0; d < 4; ++d) EXPECT_EQ(out.f(4 + d), x.f(4 + d));  // left as it was
