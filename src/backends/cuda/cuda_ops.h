@@ -82,7 +82,7 @@ struct GemvRope {
 bool gemv_rope_applies(const Tensor& x,  // F32[M, K]
                        std::span<const GemvTarget> targets, const GemvNorm& norm,
                        const GemvRope& rope);
-bool gemv_fused_rope();  // the RINGLM_CUDA_FUSED_ROPE switch (tests and A/Bs turn it off)
+bool gemv_fused_rope();  // the RINGLM_CUDA_FUSED_ROPE switch (off by default; tests turn it on)
 void set_gemv_fused_rope(bool enabled);
 void gemv_many(const Tensor& x,  // F32[M, K], rows may be strided
                std::span<const GemvTarget> targets, const GemvNorm* norm = nullptr,

@@ -25,9 +25,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
-#include <cstdlib>
 #include <span>
-#include <string>
 #include <type_traits>
 
 #include "backends/cuda/cuda_ops.h"
@@ -395,10 +393,7 @@ std::atomic<bool>& fused_norms_flag() {
 
 // Off unless RINGLM_CUDA_FUSED_ROPE=1: on the H200 it lost 12 % at 4k context (docs/benchmarks.md).
 std::atomic<bool>& fused_rope_flag() {
-  static std::atomic<bool> on{[] {
-    const char* v = std::getenv("RINGLM_CUDA_FUSED_ROPE");
-    return v != nullptr && std::string(v) == "1";
-  }()};
+  static std::atomic<bool> on{env_switch_on("RINGLM_CUDA_FUSED_ROPE", false)};
   return on;
 }
 
@@ -453,23 +448,16 @@ void launch_cols(GemvArgs a, const GemvStore& store, cudaStream_t stream) {
   launch_tiles<T, M, kCols, false>(a, tiles, store, stream);
 }
 
-// Columns per tile for a launch of N columns in all (rope launches need head_dim % it == 0).
-int gemv_tile_cols(int64_t N, bool gated) {
-  if (N <= kNarrowN) return 2;
-  return N >= kWideN && !gated ? 8 : 4;
-}
-
 template <typename T, int M>
 void launch(const GemvArgs& a, const GemvStore& store, cudaStream_t stream) {
   int64_t N = 0;
   for (int s = 0; s < a.segments; ++s) N += a.seg[s].N;
-  switch (gemv_tile_cols(N, store.gated)) {
-    case 2:
-      return launch_cols<T, M, 2>(a, store, stream);
-    case 8:
-      return launch_cols<T, M, 8>(a, store, stream);
-    default:
-      return launch_cols<T, M, 4>(a, store, stream);
+  if (N <= kNarrowN) {
+    launch_cols<T, M, 2>(a, store, stream);
+  } else if (N >= kWideN && !store.gated) {  // (rope launches: head_dim % 8 == 0 fits all three)
+    launch_cols<T, M, 8>(a, store, stream);
+  } else {
+    launch_cols<T, M, 4>(a, store, stream);
   }
 }
 

@@ -133,9 +133,11 @@ int sm_count() {
   return sms;
 }
 
-bool env_switch_on(const char* name) {
+bool env_switch_on(const char* name, bool by_default) {
   const char* v = std::getenv(name);
-  return v == nullptr || std::string_view(v) != "0";
+  if (v == nullptr) return by_default;
+  const std::string_view value(v);
+  return value == "0" ? false : (value == "1" ? true : by_default);
 }
 
 namespace {

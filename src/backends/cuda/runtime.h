@@ -115,8 +115,9 @@ class Context {
 // The current device's SM count (read once per process).
 int sm_count();
 
-// A run-time switch read from the environment: on unless NAME is set to "0" (same-binary A/B).
-bool env_switch_on(const char* name);
+// A run-time switch read from the environment (same-binary A/B): NAME=0 turns it off, NAME=1 on;
+// unset (or anything else) leaves it at `by_default`.
+bool env_switch_on(const char* name, bool by_default = true);
 
 // Whether launch_pdl (device/pdl.cuh) lets kernels overlap their predecessor: true unless the
 // environment sets RINGLM_CUDA_PDL=0, or set_pdl_enabled(false) (tests; CUDA graphs captured
