@@ -64,6 +64,33 @@ double kv_bytes_per_step(const kv::PagedKvCache& cache, const BenchShape& shape)
   return bytes * static_cast<double>(shape.batch);
 }
 
+// FLOPs of one decode step (a token per row): 2 per weight of each projection — q, k, v, o, gate,
+// up and down in every layer and the LM head, from the config's Llama-family dims — and 4 per
+// head dim per key a query sees (Q·Kᵀ, then P·V), windows bounding the sliding layers' keys.
+double flops_per_step(const io::ModelConfig& c, const kv::PagedKvCache& cache,
+                      const BenchShape& shape) {
+  const auto hidden = static_cast<double>(c.hidden_size);
+  const auto q_width = static_cast<double>(c.num_attention_heads * c.head_dim);
+  const auto kv_width = static_cast<double>(c.num_key_value_heads * c.head_dim);
+  const double per_layer =
+      hidden * (2 * q_width + 2 * kv_width) + 3 * hidden * static_cast<double>(c.intermediate_size);
+  double weights = per_layer * static_cast<double>(c.num_hidden_layers) +
+                   hidden * static_cast<double>(c.vocab_size);
+  double keys = 0;  // over layers, per row
+  for (int g = 0; g < cache.num_groups(); ++g) {
+    const int64_t window = cache.group(g).window;
+    const int64_t seen = window > 0 ? std::min(shape.context + 1, window) : shape.context + 1;
+    keys += static_cast<double>(cache.group(g).layers.size()) * static_cast<double>(seen);
+  }
+  return static_cast<double>(shape.batch) * (2 * weights + 4 * q_width * keys);
+}
+
+// The roofline a step is held to: the longer of moving its bytes at the copy bandwidth and doing
+// its FLOPs at the matmul peak (--peak-gb-s, --peak-tflop-s: the machine's measured figures).
+struct Peaks {
+  double bytes_per_s = 0, flop_per_s = 0;  // 0: not given
+};
+
 // K/V bytes the pools hold now (blocks in use, every storage group).
 double kv_resident_bytes(const kv::PagedKvCache& cache) {
   double bytes = 0;
@@ -204,7 +231,8 @@ std::vector<int64_t> list_flag(const Args& args, const std::string& name, int64_
   return {values.begin(), values.end()};
 }
 
-nlohmann::json bench_one(engine::Runner& runner, models::Model& model, const BenchShape& shape) {
+nlohmann::json bench_one(engine::Runner& runner, models::Model& model, const BenchShape& shape,
+                         const Peaks& peaks) {
   nlohmann::json out = {{"batch", shape.batch}, {"gen", shape.gen}};
   if (shape.context > 0) {
     const DecodeResult decode = decode_at_context(runner, model, shape);
@@ -217,6 +245,14 @@ nlohmann::json bench_one(engine::Runner& runner, models::Model& model, const Ben
     out["kv_bytes_per_step"] = kv_bytes;
     out["bytes_per_step"] = moved;
     out["achieved_gb_s"] = moved / (decode.step_ms * 1e-3) / 1e9;
+    const double flops = flops_per_step(model.config(), runner.cache(), shape);
+    out["flops_per_step"] = flops;
+    out["achieved_tflop_s"] = flops / (decode.step_ms * 1e-3) / 1e12;
+    if (peaks.bytes_per_s > 0 && peaks.flop_per_s > 0) {
+      const double roofline_s = std::max(moved / peaks.bytes_per_s, flops / peaks.flop_per_s);
+      out["roofline_step_ms"] = roofline_s * 1e3;
+      out["of_roofline"] = roofline_s / (decode.step_ms * 1e-3);
+    }
     // Memory: what the rows held (sliding groups keep only their window's blocks) next to an
     // all-full-attention cache of the same format, and how many such rows the pools could hold.
     const double tokens = static_cast<double>(shape.batch * (shape.context + shape.gen));
@@ -255,15 +291,26 @@ nlohmann::json bench_one(engine::Runner& runner, models::Model& model, const Ben
   return out;
 }
 
+// ", 88.7 % of roofline" when the peaks were given.
+std::string roofline_note(const nlohmann::json& out) {
+  if (!out.contains("of_roofline")) return "";
+  char note[48];
+  std::snprintf(note, sizeof(note), ", %.1f %% of roofline",
+                100 * out["of_roofline"].get<double>());
+  return note;
+}
+
 }  // namespace
 
 int run_bench(int argc, char** argv) {
-  Args args(
-      argc, argv,
-      {"model", "prompt-len", "context", "gen", "batch", "threads", "kv-memory",
-       "gpu-memory-utilization", "max-step-tokens", "kv-format", "kv-config", "kv-quant-start",
-       "max-kv-size", "kv-keep", "repeat", "json", "device", "decode-parts", "no-overlap-steps"},
-      {"json", "no-overlap-steps"});
+  Args args(argc, argv,
+            {"model",           "prompt-len",   "context",          "gen",
+             "batch",           "threads",      "kv-memory",        "gpu-memory-utilization",
+             "max-step-tokens", "kv-format",    "kv-config",        "kv-quant-start",
+             "max-kv-size",     "kv-keep",      "repeat",           "json",
+             "device",          "decode-parts", "no-overlap-steps", "peak-gb-s",
+             "peak-tflop-s"},
+            {"json", "no-overlap-steps"});
   apply_threads(args);
   const Device device = device_flag(args);
   if (args.has("decode-parts")) {
@@ -274,6 +321,11 @@ int run_bench(int argc, char** argv) {
 #endif
   }
   auto model = models::load_model(args.required("model"), device);
+  Peaks peaks;
+  peaks.bytes_per_s = args.number("peak-gb-s", 0) * 1e9;
+  peaks.flop_per_s = args.number("peak-tflop-s", 0) * 1e12;
+  RINGLM_USER_CHECK(peaks.bytes_per_s >= 0 && peaks.flop_per_s >= 0,
+                    "--peak-gb-s and --peak-tflop-s must not be negative");
   BenchShape base;
   base.gen = args.integer("gen", base.gen);
   base.repeat = args.integer("repeat", base.repeat);
@@ -306,7 +358,7 @@ int run_bench(int argc, char** argv) {
   for (const BenchShape& shape : shapes) {
     {
       const int64_t batch = shape.batch, context = shape.context;
-      nlohmann::json out = bench_one(runner, *model, shape);
+      nlohmann::json out = bench_one(runner, *model, shape, peaks);
       out["model"] = args.required("model");
       out["model_type"] = model->config().model_type;
       out["device"] = device_name(device);
@@ -328,11 +380,12 @@ int run_bench(int argc, char** argv) {
         std::printf("%s\n", out.dump().c_str());
       } else if (context > 0) {
         std::printf(
-            "%s %s batch=%lld context=%lld: decode %.2f tok/s, %.3f ms/step, %.1f GB/s; KV held "
-            "%.1f MiB (all-full-attention %.1f MiB), %.0f such rows fit\n",
+            "%s %s batch=%lld context=%lld: decode %.2f tok/s, %.3f ms/step, %.1f GB/s, %.1f "
+            "TFLOP/s%s; KV held %.1f MiB (all-full-attention %.1f MiB), %.0f such rows fit\n",
             model->config().model_type.c_str(), device_name(device), static_cast<long long>(batch),
             static_cast<long long>(context), out["decode_tok_s"].get<double>(),
             out["step_ms"].get<double>(), out["achieved_gb_s"].get<double>(),
+            out["achieved_tflop_s"].get<double>(), roofline_note(out).c_str(),
             out["kv_resident_bytes"].get<double>() / 1048576.0,
             out["kv_full_attention_bytes"].get<double>() / 1048576.0,
             out["max_rows_at_kv_memory"].get<double>());
