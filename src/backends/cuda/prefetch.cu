@@ -14,7 +14,7 @@ namespace ringlm::cuda {
 
 namespace {
 
-constexpr uint32_t kChunkBytes = 32 << 10;  // one bulk prefetch (a multiple of 16)
+constexpr uint32_t kChunkBytes = 16 << 10;  // one bulk prefetch (a multiple of 16)
 constexpr int kThreads = 32;
 
 // Thread i of the grid prefetches chunks i, i + threads, ... of [p, p + bytes) (p 16-byte
@@ -66,9 +66,8 @@ void prefetch_l2(const void* p, int64_t bytes) {
   if (end <= begin) return;
   const auto size = std::min<uint64_t>(end - begin, static_cast<uint64_t>(limit));
   const uint64_t chunks = (size + kChunkBytes - 1) / kChunkBytes;
-  // Spread over the SMs: each issues its share from its own copy engine.
-  const auto blocks =
-      static_cast<unsigned>(std::min<uint64_t>(sm_count(), (chunks + kThreads - 1) / kThreads));
+  // Spread over every SM: each issues its share from its own copy engine.
+  const auto blocks = static_cast<unsigned>(std::min<uint64_t>(sm_count(), chunks));
   launch_pdl(prefetch_l2_kernel, dim3(blocks), dim3(kThreads), 0, Context::get().stream(),
              reinterpret_cast<const char*>(begin), size);
   check_launch("prefetch_l2_kernel");
