@@ -222,9 +222,6 @@ void attention_block(const AttentionWeights& w, const AttentionBlockConfig& conf
     ops::matmul_many(*io.in, qkv);
     ops::prepare_attention(inputs, transform, written);
   }
-  // The o projection's weights toward L2 while the attention kernels leave DRAM idle (batch 1
-  // at short context: a few MB of K/V against 33.5 MB of weights on the 8B shape).
-  ops::prefetch(w.o);
   const Tensor& q_heads = inputs.q;
   if (step.writes_kv && step.dense_rows != nullptr) {        // --kv-quant-start: positions < S also
     ops::KvLayerView dense = cache.dense_layer_view(layer);  // stay in bf16

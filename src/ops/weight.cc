@@ -184,19 +184,6 @@ void matmul(const Tensor& x, const Weight& w, const Tensor& bias, Tensor& y) {
   cpu::matmul_quantized(x, q, bias, y);
 }
 
-void prefetch(const Weight& w) {
-#ifdef RINGLM_HAS_CUDA
-  if (w.empty() || w.device() != Device::CUDA) return;
-  if (!w.is_quantized())
-    return cuda::prefetch_l2(w.dense().data, static_cast<int64_t>(w.dense().nbytes()));
-  const QuantizedMatrix& q = w.quant();  // codes first: the most bytes, read first
-  for (const Tensor* t : {&q.codes, &q.scales, &q.biases})
-    cuda::prefetch_l2(t->data, static_cast<int64_t>(t->nbytes()));
-#else
-  (void)w;
-#endif
-}
-
 void embedding(const Tensor& ids, const Weight& table, float scale, Tensor& out) {
   if (!table.is_quantized()) return embedding(ids, table.dense(), scale, out);
   const QuantizedMatrix& q = table.quant();

@@ -103,11 +103,6 @@ void check_gated_out(const Tensor& x,       // [M, K]
                      Activation activation, DType dtype, const Tensor& out);
 }  // namespace detail
 
-// A hint that a matmul over w comes soon: the backend may start moving w toward the processor
-// while the ops before that matmul leave memory idle (CUDA: bulk prefetches into L2, up to
-// cuda::l2_prefetch_limit() bytes of it; CPU: nothing). Changes no result.
-void prefetch(const Weight& w);
-
 // out[m] = table[ids[m]] · scale, as ops::embedding, for a dense or quantized table: a quantized
 // row dequantizes to f32 (rounded as above), then is multiplied by scale.
 void embedding(const Tensor& ids,          // I32[M]

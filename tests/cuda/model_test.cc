@@ -253,32 +253,6 @@ TEST(GpuModel, FusedResidualChangesNoBits) {
   }
 }
 
-// The L2 prefetch of the o projection's weights (ops::prefetch, cuda::prefetch_l2) is a hint: a
-// bf16 Llama and an MLX-quantized checkpoint (codes, scales and biases prefetched) give the same
-// bits with it on and off, fed one token per step beside a neighbour. A prefetch that wrote
-// memory, or let a kernel start before the one it follows had finished, would differ.
-TEST(GpuModel, L2PrefetchChangesNoBits) {
-  RINGLM_REQUIRE_GPU();
-  const std::string checkpoints[] = {
-      testing::write_random_checkpoint("gpu_prefetch_llama",
-                                       testing::llama_config(256, 512, 2, 8, 2, 128),
-                                       {"--seed=19", "--dtype=bf16"}),
-      testing::fixture_model_dir("llama3_mlx")};
-  std::vector<int32_t> prompt, neighbour;
-  for (int i = 0; i < 40; ++i) prompt.push_back(3 + (i * 37) % 250);
-  for (int i = 0; i < 20; ++i) neighbour.push_back(5 + (i * 53) % 250);
-  const int64_t limit_before = cuda::l2_prefetch_limit();
-  cuda::set_l2_prefetch_limit(int64_t{1} << 30);
-  for (const std::string& dir : checkpoints) {
-    SCOPED_TRACE(dir);
-    auto gpu = models::load_model(dir, Device::CUDA);
-    expect_switch_changes_no_bits(*gpu, prompt, 1, neighbour, [](bool on) {
-      cuda::set_l2_prefetch_limit(on ? int64_t{1} << 30 : 0);
-    });
-  }
-  cuda::set_l2_prefetch_limit(limit_before);
-}
-
 INSTANTIATE_TEST_SUITE_P(Fixtures, GpuDecoderParity, ::testing::ValuesIn(testing::all_fixtures()),
                          [](const auto& param_info) { return param_info.param; });
 

@@ -176,14 +176,6 @@ void gated_activation(const Tensor& gate,                        // F32[M, I]
 void softmax(Tensor& x);                    // F32[M, N]
 void argmax(const Tensor& x, Tensor& out);  // F32[M, N] -> I32[M]
 
-// Starts pulling up to l2_prefetch_limit() bytes of [p, p + bytes) (device memory, from p on)
-// into the L2 cache for a kernel launched later that reads them: the next layer's weights while
-// latency-bound kernels leave DRAM idle (prefetch.cu). A hint — no result changes, nothing waits
-// for it; a limit of 0 (RINGLM_CUDA_L2_PREFETCH_MB=0) makes it a no-op.
-void prefetch_l2(const void* p, int64_t bytes);
-int64_t l2_prefetch_limit();  // bytes; RINGLM_CUDA_L2_PREFETCH_MB at start-up
-void set_l2_prefetch_limit(int64_t bytes);
-
 // One choice's token from one logit row (several jobs may share a row): engine/sampler.h's
 // steps 5-6 — min_p, top_k, top_p, then the inverse CDF in id order at u; temperature 0 is the
 // first largest logit — on the unprocessed row (no penalties, bias or suppression: the engine
