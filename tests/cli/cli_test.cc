@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -137,6 +138,32 @@ TEST(Cli, BenchAtContextKeepsSlidingLayersBounded) {
             result.at("kv_full_attention_bytes").get<double>() / 2);
 }
 
+// `bench --context` counts the FLOPs a decode step must do — 2 per projection weight (q, k, v,
+// o, gate, up, down in each layer, and the LM head) and 4 per q width per key a query sees, the
+// sliding layers' keys bounded by their window — and with peaks given, its share of the roofline:
+// the longer of its bytes and its FLOPs at those peaks over the step's time. The gemma3 fixture
+// (hidden 64, intermediate 128, 4 q / 2 kv heads of 32, vocab 512, 4 sliding layers of window
+// 16 and 2 full ones) at context 900, 2 rows.
+TEST(Cli, BenchAtContextCountsFlopsAndTheRoofline) {
+  const Outcome out =
+      run("bench --model " + testing::fixture_model_dir("gemma3") +
+              " --context 900 --batch 2 --gen 2 --repeat 1 --kv-memory " +
+              std::to_string(kBenchKvMiB) + " --peak-gb-s 50 --peak-tflop-s 2 --json",
+          "", /*stdout_only=*/true);
+  ASSERT_EQ(out.exit_code, 0) << out.output;
+  const auto r = nlohmann::json::parse(out.output.substr(out.output.find('{')));
+  const double weights_per_layer = 64.0 * (2 * 128 + 2 * 64) + 3 * 64.0 * 128;
+  const double weights = 6 * weights_per_layer + 64.0 * 512;
+  const double keys = 4 * 16 + 2 * 901;  // per row, over the layers
+  const double flops = 2 * (2 * weights + 4 * 128 * keys);
+  EXPECT_DOUBLE_EQ(r.at("flops_per_step").get<double>(), flops);
+  const double step_s = r.at("step_ms").get<double>() * 1e-3;
+  EXPECT_NEAR(r.at("achieved_tflop_s").get<double>(), flops / step_s / 1e12, 1e-12);
+  const double roofline_s = std::max(r.at("bytes_per_step").get<double>() / 50e9, flops / 2e12);
+  EXPECT_NEAR(r.at("roofline_step_ms").get<double>(), roofline_s * 1e3, 1e-9);
+  EXPECT_NEAR(r.at("of_roofline").get<double>(), roofline_s / step_s, 1e-9);
+}
+
 TEST(Cli, BadInputGivesAClearError) {
   const std::string model = testing::fixture_model_dir("llama3");
   struct Case {
@@ -151,6 +178,8 @@ TEST(Cli, BadInputGivesAClearError) {
       {"generate --model " + model, "give exactly one of --prompt TEXT and --prompt-tokens IDS"},
       {"frobnicate", "unknown command"},
       {"bench --model " + model + " --decode-parts 64", "--decode-parts needs --device cuda"},
+      {"bench --model " + model + " --context 8 --peak-gb-s -1 --peak-tflop-s 1",
+       "--peak-gb-s and --peak-tflop-s must not be negative"},
       {"generate --model " + model + " --prompt-tokens 1 --gpu-memory-utilization 1.5",
        "--gpu-memory-utilization must be in (0, 1]"},
       {"generate --model " + model + " --prompt-tokens 1 --gpu-memory-utilization 0",
