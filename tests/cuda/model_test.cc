@@ -155,8 +155,9 @@ TEST(GpuModel, TensorCorePrefillMatchesCpu) {
 // for K/V in f32 (the CUDA-core decode kernel), bf16 (the tensor-core kernel's cp.async tiles),
 // TurboQuant k8v3 (its register fragments) and affine int8/int4 (codes loaded ahead, or at use:
 // cuda::decode_affine_prefetch). The tensor-core kernels fetch older keys' tiles before
-// waiting for the K/V write (cuda::decode_early_fetch); with that off, too. A kernel that touched
-// its predecessor's output before waiting for it shows up as a difference.
+// waiting for the K/V write (cuda::decode_early_fetch); with that off, too; and with the decode
+// kernels and their merge launching the o projection before they wait (decode_early_trigger). A
+// kernel that touched its predecessor's output before waiting for it shows up as a difference.
 TEST(GpuModel, OverlappedLaunchesChangeNoBits) {
   RINGLM_REQUIRE_GPU();
   const std::string out = testing::write_random_checkpoint(
@@ -181,15 +182,20 @@ TEST(GpuModel, OverlappedLaunchesChangeNoBits) {
     cuda::set_decode_affine_prefetch(false);
     const auto affine_at_use = testing::prompt_logits(*gpu, prompt, 1, &neighbour, kv_format);
     cuda::set_decode_affine_prefetch(true);
-    for (const auto* other : {&overlapped, &late, &affine_at_use}) {
+    const bool trigger_before = cuda::decode_early_trigger();  // off by default
+    cuda::set_decode_early_trigger(true);
+    const auto early_trigger = testing::prompt_logits(*gpu, prompt, 1, &neighbour, kv_format);
+    cuda::set_decode_early_trigger(trigger_before);
+    for (const auto* other : {&overlapped, &late, &affine_at_use, &early_trigger}) {
       ASSERT_EQ(plain.size(), other->size());
       size_t differing = 0;
       for (size_t i = 0; i < plain.size(); ++i)
         differing += std::memcmp(&plain[i], &(*other)[i], sizeof(float)) != 0;
       EXPECT_EQ(differing, 0u) << "of " << plain.size() << " logits, run "
-                               << (other == &overlapped ? "overlapped"
-                                   : other == &late     ? "late"
-                                                        : "affine codes loaded at use");
+                               << (other == &overlapped      ? "overlapped"
+                                   : other == &late          ? "late"
+                                   : other == &early_trigger ? "early trigger"
+                                                             : "affine codes loaded at use");
     }
   }
 }

@@ -32,6 +32,7 @@
 #include "backends/cuda/attention_launch.h"
 #include "backends/cuda/cuda_ops.h"
 #include "backends/cuda/device/attention_common.cuh"
+#include "backends/cuda/device/decode_tc_common.cuh"
 #include "backends/cuda/device/kv_readers.cuh"
 #include "backends/cuda/device_rows.h"
 #include "backends/cuda/quantized_kv.h"
@@ -107,6 +108,9 @@ void run_attention(const Tensor& q, const ops::KvLayerView& kv, const ops::Atten
   args.split_rule = split_rule_for(kv);
   args.max_parts = args.split_rule.parts_bound(summary.max_decode_context);
   args.early_fetch = decode_early_fetch();
+  const dim3 decode_grid = device::tc_decode_grid(args);
+  args.early_trigger = decode_early_trigger() && summary.decode_rows > 0 &&
+                       int64_t{decode_grid.x} * decode_grid.y <= sm_count();
   args.affine_prefetch = decode_affine_prefetch();
   if (summary.decode_rows > 0) {
     // Partials of every (row, head, part); rows that are not decode rows leave theirs unused.
@@ -167,6 +171,12 @@ std::atomic<bool>& early_fetch_flag() {
   return enabled;
 }
 
+// Off unless RINGLM_CUDA_ATTN_EARLY_TRIGGER=1 (an A/B on the H200 decides).
+std::atomic<bool>& early_trigger_flag() {
+  static std::atomic<bool> enabled{env_switch_on("RINGLM_CUDA_ATTN_EARLY_TRIGGER", false)};
+  return enabled;
+}
+
 std::atomic<bool>& affine_prefetch_flag() {
   static std::atomic<bool> enabled{env_switch_on("RINGLM_CUDA_AFFINE_PREFETCH")};
   return enabled;
@@ -184,6 +194,14 @@ void set_decode_early_fetch(bool enabled) {
 
 bool decode_early_fetch() {
   return early_fetch_flag().load();
+}
+
+void set_decode_early_trigger(bool enabled) {
+  early_trigger_flag().store(enabled);
+}
+
+bool decode_early_trigger() {
+  return early_trigger_flag().load();
 }
 
 void set_decode_affine_prefetch(bool enabled) {

@@ -76,8 +76,7 @@ __global__ void __launch_bounds__(kTcDecodeThreads, Source::kMinBlocks)
       raw1 = src.fetch(row_of(1), lane, stages[0]);
     }
   }
-  wait_prior_grid();
-  launch_dependents();
+  wait_and_trigger(a.early_trigger);
 
   // k-step s of Q·Kᵀ: dims 16s + 2c (+1) and 16s + 8 + 2c (+1), as ldmatrix delivers K.
   uint32_t qf[kD / 16][2];

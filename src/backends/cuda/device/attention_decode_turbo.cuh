@@ -236,8 +236,7 @@ __global__ void __launch_bounds__(kTcDecodeThreads, TurboK8V3Fragments<kD>::kMin
 #pragma unroll
     for (int k = 0; k < Source::kAhead; ++k) raw[k] = src.fetch(row_of(k), g, c);
   }
-  wait_prior_grid();
-  launch_dependents();
+  wait_and_trigger(a.early_trigger);
 
   uint32_t qf[kD / 16][2];
   load_q_fragments<T, kD>(
