@@ -156,8 +156,9 @@ TEST(GpuModel, TensorCorePrefillMatchesCpu) {
 // TurboQuant k8v3 (its register fragments) and affine int8/int4 (codes loaded ahead, or at use:
 // cuda::decode_affine_prefetch). The tensor-core kernels fetch older keys' tiles before
 // waiting for the K/V write (cuda::decode_early_fetch); with that off, too; and with the decode
-// kernels and their merge launching the o projection before they wait (decode_early_trigger). A
-// kernel that touched its predecessor's output before waiting for it shows up as a difference.
+// kernels and their merge launching the o projection before they wait (decode_trigger_mode), or
+// after their partials. A kernel that touched its predecessor's output before waiting for it shows
+// up as a difference.
 TEST(GpuModel, OverlappedLaunchesChangeNoBits) {
   RINGLM_REQUIRE_GPU();
   const std::string out = testing::write_random_checkpoint(
@@ -182,11 +183,13 @@ TEST(GpuModel, OverlappedLaunchesChangeNoBits) {
     cuda::set_decode_affine_prefetch(false);
     const auto affine_at_use = testing::prompt_logits(*gpu, prompt, 1, &neighbour, kv_format);
     cuda::set_decode_affine_prefetch(true);
-    const bool trigger_before = cuda::decode_early_trigger();  // off by default
-    cuda::set_decode_early_trigger(true);
+    const int trigger_before = cuda::decode_trigger_mode();  // 0 by default
+    cuda::set_decode_trigger_mode(1 | 2);  // decode kernels and merge trigger before they wait
     const auto early_trigger = testing::prompt_logits(*gpu, prompt, 1, &neighbour, kv_format);
-    cuda::set_decode_early_trigger(trigger_before);
-    for (const auto* other : {&overlapped, &late, &affine_at_use, &early_trigger}) {
+    cuda::set_decode_trigger_mode(4);  // the decode kernels trigger after their partials
+    const auto late_trigger = testing::prompt_logits(*gpu, prompt, 1, &neighbour, kv_format);
+    cuda::set_decode_trigger_mode(trigger_before);
+    for (const auto* other : {&overlapped, &late, &affine_at_use, &early_trigger, &late_trigger}) {
       ASSERT_EQ(plain.size(), other->size());
       size_t differing = 0;
       for (size_t i = 0; i < plain.size(); ++i)
@@ -195,6 +198,7 @@ TEST(GpuModel, OverlappedLaunchesChangeNoBits) {
                                << (other == &overlapped      ? "overlapped"
                                    : other == &late          ? "late"
                                    : other == &early_trigger ? "early trigger"
+                                   : other == &late_trigger  ? "late trigger"
                                                              : "affine codes loaded at use");
     }
   }

@@ -43,7 +43,14 @@ namespace {
 
 using device::AttnArgs;
 
-std::atomic<int> g_decode_part_limit{0};  // 0: split_rule_for's per-format choice
+std::atomic<int> g_decode_part_limit{0};
+// Where the decode kernels and their merge trigger the next kernel (device::kTrigger* bits; 8:
+// at any grid size, else only when the decode grid fits on the SMs at once). 0, the default:
+// after their wait, as every kernel. RINGLM_CUDA_ATTN_TRIGGER sets it (same-binary A/B runs).
+std::atomic<int> g_trigger_mode{[] {
+  const char* v = std::getenv("RINGLM_CUDA_ATTN_TRIGGER");
+  return v == nullptr ? 0 : std::atoi(v) & 15;
+}()};  // 0: split_rule_for's per-format choice
 // Fewest keys per decode part; 0: split_rule_for's choice. RINGLM_CUDA_DECODE_MIN_SPLIT sets it
 // at start-up (for same-binary A/B runs).
 std::atomic<int> g_decode_min_split{[] {
@@ -109,8 +116,10 @@ void run_attention(const Tensor& q, const ops::KvLayerView& kv, const ops::Atten
   args.max_parts = args.split_rule.parts_bound(summary.max_decode_context);
   args.early_fetch = decode_early_fetch();
   const dim3 decode_grid = device::tc_decode_grid(args);
-  args.early_trigger = decode_early_trigger() && summary.decode_rows > 0 &&
-                       int64_t{decode_grid.x} * decode_grid.y <= sm_count();
+  const bool one_wave = int64_t{decode_grid.x} * decode_grid.y <= sm_count();
+  args.trigger = summary.decode_rows > 0 && (one_wave || (g_trigger_mode.load() & 8))
+                     ? (g_trigger_mode.load() & 7)
+                     : 0;
   args.affine_prefetch = decode_affine_prefetch();
   if (summary.decode_rows > 0) {
     // Partials of every (row, head, part); rows that are not decode rows leave theirs unused.
@@ -171,12 +180,6 @@ std::atomic<bool>& early_fetch_flag() {
   return enabled;
 }
 
-// Off unless RINGLM_CUDA_ATTN_EARLY_TRIGGER=1 (an A/B on the H200 decides).
-std::atomic<bool>& early_trigger_flag() {
-  static std::atomic<bool> enabled{env_switch_on("RINGLM_CUDA_ATTN_EARLY_TRIGGER", false)};
-  return enabled;
-}
-
 std::atomic<bool>& affine_prefetch_flag() {
   static std::atomic<bool> enabled{env_switch_on("RINGLM_CUDA_AFFINE_PREFETCH")};
   return enabled;
@@ -196,12 +199,12 @@ bool decode_early_fetch() {
   return early_fetch_flag().load();
 }
 
-void set_decode_early_trigger(bool enabled) {
-  early_trigger_flag().store(enabled);
+void set_decode_trigger_mode(int mode) {
+  g_trigger_mode.store(mode);
 }
 
-bool decode_early_trigger() {
-  return early_trigger_flag().load();
+int decode_trigger_mode() {
+  return g_trigger_mode.load();
 }
 
 void set_decode_affine_prefetch(bool enabled) {

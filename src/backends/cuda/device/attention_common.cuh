@@ -41,6 +41,8 @@ struct DecodeSplit {
   }
 };
 
+constexpr int kTriggerDecodeFirst = 1, kTriggerMergeFirst = 2, kTriggerDecodeLast = 4;
+
 struct AttnArgs {
   const float* q;              // [T, q_heads, D]
   float* out;                  // [T, q_heads, D]
@@ -61,11 +63,10 @@ struct AttnArgs {
   // The tensor-core decode kernels fetch the first tiles of keys older than the query's own
   // before waiting for the kernel before them (no kernel of the step writes those; pdl.cuh).
   bool early_fetch;
-  // The decode kernels and their merge let the next kernel launch before waiting for theirs
-  // (pdl.cuh wait_and_trigger): the o projection's GEMV then loads its first weights while the
-  // attention runs. Set when the decode grid fits on the SMs at once (short context, few rows),
-  // so the early blocks take no room the attention's later blocks would need.
-  bool early_trigger;
+  // Where the decode kernels and their merge let the next kernel launch (kTrigger* bits; 0: right
+  // after waiting for theirs, as every kernel): the decode kernels before waiting (DecodeFirst)
+  // or after their partials (DecodeLast), the merge before waiting (MergeFirst). Same bits.
+  int trigger;
   // Affine K/V at head dims <= 128: the tensor-core decode kernel loads a tile's codes two tiles
   // ahead (device/decode_tiles.cuh AffineTiles); false: at use (ReaderTiles). Same bits.
   bool affine_prefetch;
