@@ -155,10 +155,8 @@ TEST(GpuModel, TensorCorePrefillMatchesCpu) {
 // for K/V in f32 (the CUDA-core decode kernel), bf16 (the tensor-core kernel's cp.async tiles),
 // TurboQuant k8v3 (its register fragments) and affine int8/int4 (codes loaded ahead, or at use:
 // cuda::decode_affine_prefetch). The tensor-core kernels fetch older keys' tiles before
-// waiting for the K/V write (cuda::decode_early_fetch); with that off, too; and with the decode
-// kernels and their merge launching the o projection before they wait (decode_trigger_mode), or
-// after their partials. A kernel that touched its predecessor's output before waiting for it shows
-// up as a difference.
+// waiting for the K/V write (cuda::decode_early_fetch); with that off, too. A kernel that touched
+// its predecessor's output before waiting for it shows up as a difference.
 TEST(GpuModel, OverlappedLaunchesChangeNoBits) {
   RINGLM_REQUIRE_GPU();
   const std::string out = testing::write_random_checkpoint(
@@ -183,23 +181,15 @@ TEST(GpuModel, OverlappedLaunchesChangeNoBits) {
     cuda::set_decode_affine_prefetch(false);
     const auto affine_at_use = testing::prompt_logits(*gpu, prompt, 1, &neighbour, kv_format);
     cuda::set_decode_affine_prefetch(true);
-    const int trigger_before = cuda::decode_trigger_mode();  // 0 by default
-    cuda::set_decode_trigger_mode(1 | 2);  // decode kernels and merge trigger before they wait
-    const auto early_trigger = testing::prompt_logits(*gpu, prompt, 1, &neighbour, kv_format);
-    cuda::set_decode_trigger_mode(4);  // the decode kernels trigger after their partials
-    const auto late_trigger = testing::prompt_logits(*gpu, prompt, 1, &neighbour, kv_format);
-    cuda::set_decode_trigger_mode(trigger_before);
-    for (const auto* other : {&overlapped, &late, &affine_at_use, &early_trigger, &late_trigger}) {
+    for (const auto* other : {&overlapped, &late, &affine_at_use}) {
       ASSERT_EQ(plain.size(), other->size());
       size_t differing = 0;
       for (size_t i = 0; i < plain.size(); ++i)
         differing += std::memcmp(&plain[i], &(*other)[i], sizeof(float)) != 0;
       EXPECT_EQ(differing, 0u) << "of " << plain.size() << " logits, run "
-                               << (other == &overlapped      ? "overlapped"
-                                   : other == &late          ? "late"
-                                   : other == &early_trigger ? "early trigger"
-                                   : other == &late_trigger  ? "late trigger"
-                                                             : "affine codes loaded at use");
+                               << (other == &overlapped ? "overlapped"
+                                   : other == &late     ? "late"
+                                                        : "affine codes loaded at use");
     }
   }
 }

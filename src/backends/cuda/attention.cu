@@ -32,7 +32,6 @@
 #include "backends/cuda/attention_launch.h"
 #include "backends/cuda/cuda_ops.h"
 #include "backends/cuda/device/attention_common.cuh"
-#include "backends/cuda/device/decode_tc_common.cuh"
 #include "backends/cuda/device/kv_readers.cuh"
 #include "backends/cuda/device_rows.h"
 #include "backends/cuda/quantized_kv.h"
@@ -43,14 +42,7 @@ namespace {
 
 using device::AttnArgs;
 
-std::atomic<int> g_decode_part_limit{0};
-// Where the decode kernels and their merge trigger the next kernel (device::kTrigger* bits; 8:
-// at any grid size, else only when the decode grid fits on the SMs at once). 0, the default:
-// after their wait, as every kernel. RINGLM_CUDA_ATTN_TRIGGER sets it (same-binary A/B runs).
-std::atomic<int> g_trigger_mode{[] {
-  const char* v = std::getenv("RINGLM_CUDA_ATTN_TRIGGER");
-  return v == nullptr ? 0 : std::atoi(v) & 15;
-}()};  // 0: split_rule_for's per-format choice
+std::atomic<int> g_decode_part_limit{0};  // 0: split_rule_for's per-format choice
 // Fewest keys per decode part; 0: split_rule_for's choice. RINGLM_CUDA_DECODE_MIN_SPLIT sets it
 // at start-up (for same-binary A/B runs).
 std::atomic<int> g_decode_min_split{[] {
@@ -115,11 +107,6 @@ void run_attention(const Tensor& q, const ops::KvLayerView& kv, const ops::Atten
   args.split_rule = split_rule_for(kv);
   args.max_parts = args.split_rule.parts_bound(summary.max_decode_context);
   args.early_fetch = decode_early_fetch();
-  const dim3 decode_grid = device::tc_decode_grid(args);
-  const bool one_wave = int64_t{decode_grid.x} * decode_grid.y <= sm_count();
-  args.trigger = summary.decode_rows > 0 && (one_wave || (g_trigger_mode.load() & 8))
-                     ? (g_trigger_mode.load() & 7)
-                     : 0;
   args.affine_prefetch = decode_affine_prefetch();
   if (summary.decode_rows > 0) {
     // Partials of every (row, head, part); rows that are not decode rows leave theirs unused.
@@ -197,14 +184,6 @@ void set_decode_early_fetch(bool enabled) {
 
 bool decode_early_fetch() {
   return early_fetch_flag().load();
-}
-
-void set_decode_trigger_mode(int mode) {
-  g_trigger_mode.store(mode);
-}
-
-int decode_trigger_mode() {
-  return g_trigger_mode.load();
 }
 
 void set_decode_affine_prefetch(bool enabled) {

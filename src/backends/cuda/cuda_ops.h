@@ -211,12 +211,6 @@ void set_decode_min_split(int keys);
 // RINGLM_CUDA_DECODE_EARLY=0 or a test turns it off.
 void set_decode_early_fetch(bool enabled);
 bool decode_early_fetch();
-// Where the tensor-core decode kernels and their merge let the next kernel launch
-// (device::kTrigger* bits, attention_common.cuh; 8: at any grid size): bit for bit the same
-// output. 0 (after their wait) unless the environment sets RINGLM_CUDA_ATTN_TRIGGER or a test
-// sets it.
-void set_decode_trigger_mode(int mode);
-int decode_trigger_mode();
 // Whether the tensor-core decode kernel over affine 4-/8-bit K/V (head dims <= 128) loads each
 // tile's codes two tiles ahead of its math instead of when it decodes them: same bits. On unless
 // the environment sets RINGLM_CUDA_AFFINE_PREFETCH=0 or a test turns it off.

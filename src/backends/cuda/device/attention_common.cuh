@@ -41,8 +41,6 @@ struct DecodeSplit {
   }
 };
 
-constexpr int kTriggerDecodeFirst = 1, kTriggerMergeFirst = 2, kTriggerDecodeLast = 4;
-
 struct AttnArgs {
   const float* q;              // [T, q_heads, D]
   float* out;                  // [T, q_heads, D]
@@ -63,10 +61,6 @@ struct AttnArgs {
   // The tensor-core decode kernels fetch the first tiles of keys older than the query's own
   // before waiting for the kernel before them (no kernel of the step writes those; pdl.cuh).
   bool early_fetch;
-  // Where the decode kernels and their merge let the next kernel launch (kTrigger* bits; 0: right
-  // after waiting for theirs, as every kernel): the decode kernels before waiting (DecodeFirst)
-  // or after their partials (DecodeLast), the merge before waiting (MergeFirst). Same bits.
-  int trigger;
   // Affine K/V at head dims <= 128: the tensor-core decode kernel loads a tile's codes two tiles
   // ahead (device/decode_tiles.cuh AffineTiles); false: at use (ReaderTiles). Same bits.
   bool affine_prefetch;

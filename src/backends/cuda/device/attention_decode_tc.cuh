@@ -76,11 +76,8 @@ __global__ void __launch_bounds__(kTcDecodeThreads, Source::kMinBlocks)
       raw1 = src.fetch(row_of(1), lane, stages[0]);
     }
   }
-  if (!(a.trigger & kTriggerDecodeLast)) {
-    wait_and_trigger(a.trigger & kTriggerDecodeFirst);
-  } else {
-    wait_prior_grid();
-  }
+  wait_prior_grid();
+  launch_dependents();
 
   // k-step s of Q·Kᵀ: dims 16s + 2c (+1) and 16s + 8 + 2c (+1), as ldmatrix delivers K.
   uint32_t qf[kD / 16][2];
@@ -156,7 +153,6 @@ __global__ void __launch_bounds__(kTcDecodeThreads, Source::kMinBlocks)
   }
   // Oᵀ m-tile i: rows g and g + 8 are dims 16i + g and 16i + 8 + g (ldmatrix.trans of V).
   soft.write_partials(a, task, smem, [g](int i, int h) { return 16 * i + 8 * h + g; });
-  if (a.trigger & kTriggerDecodeLast) launch_dependents();
 }
 
 template <typename Source, int kD>

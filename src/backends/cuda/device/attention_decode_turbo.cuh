@@ -236,11 +236,8 @@ __global__ void __launch_bounds__(kTcDecodeThreads, TurboK8V3Fragments<kD>::kMin
 #pragma unroll
     for (int k = 0; k < Source::kAhead; ++k) raw[k] = src.fetch(row_of(k), g, c);
   }
-  if (!(a.trigger & kTriggerDecodeLast)) {
-    wait_and_trigger(a.trigger & kTriggerDecodeFirst);
-  } else {
-    wait_prior_grid();
-  }
+  wait_prior_grid();
+  launch_dependents();
 
   uint32_t qf[kD / 16][2];
   load_q_fragments<T, kD>(
@@ -274,7 +271,6 @@ __global__ void __launch_bounds__(kTcDecodeThreads, TurboK8V3Fragments<kD>::kMin
   }
   constexpr int kValueDims = Source::kValueDims;
   soft.write_partials(a, task, smem, [g](int i, int h) { return kValueDims * g + 2 * i + h; });
-  if (a.trigger & kTriggerDecodeLast) launch_dependents();
 }
 
 // False when the planes are not aligned for the fragment loads (the caller keeps another path).

@@ -76,7 +76,8 @@ __device__ __forceinline__ void merge_heads(const AttnArgs& a, int r, int h0, in
 constexpr int kMergeThreads = 128;
 template <int kThreads>
 __global__ void __launch_bounds__(kThreads) grouped_decode_merge_kernel(const AttnArgs a) {
-  wait_and_trigger(a.trigger & kTriggerMergeFirst);
+  wait_prior_grid();
+  launch_dependents();
   MergedParts mp;
   const int r = static_cast<int>(blockIdx.x) / a.q_heads;
   if (!merged_parts(a, r, static_cast<int>(blockIdx.x) % a.q_heads, mp)) return;
@@ -91,7 +92,8 @@ __global__ void __launch_bounds__(kThreads) grouped_decode_merge_kernel(const At
 constexpr int kMergeWarps = 4;
 template <int kSlots>
 __global__ void __launch_bounds__(32 * kMergeWarps) turbo_decode_merge_kernel(const AttnArgs a) {
-  wait_and_trigger(a.trigger & kTriggerMergeFirst);
+  wait_prior_grid();
+  launch_dependents();
   constexpr int kDim = 32 * kSlots;  // = head_dim
   const int64_t task = int64_t{blockIdx.x} * kMergeWarps + (threadIdx.x >> 5);
   if (task >= int64_t{a.num_rows} * a.q_heads) return;  // the whole warp

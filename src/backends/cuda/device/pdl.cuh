@@ -25,13 +25,6 @@ __device__ __forceinline__ void wait_prior_grid() {
 __device__ __forceinline__ void launch_dependents() {
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 }
-// wait_prior_grid() then launch_dependents(), or the other way round when `trigger_first`: the
-// next kernel may then launch (and issue what needs nothing from us) while this one still waits.
-__device__ __forceinline__ void wait_and_trigger(bool trigger_first) {
-  if (trigger_first) launch_dependents();
-  wait_prior_grid();
-  if (!trigger_first) launch_dependents();
-}
 
 }  // namespace device
 
