@@ -57,6 +57,7 @@ enum class Scratch {
   SampleWeights,
   QuantPartials,
   QuantTickets,
+  GemvTickets,
   TokenFeeds,
   Count
 };
