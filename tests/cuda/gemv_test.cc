@@ -250,8 +250,7 @@ TEST(CudaGemv, GatedEqualsMatmulsThenActivationBitwise) {
 // Persistent two-row launches (fewer blocks than column tiles, each walking several and loading
 // the next tile's weights while reducing the current) give the bits of one block per tile: matmuls
 // with more tiles than the GPU holds blocks (8, 4 and 2 columns per tile; K of one, several and
-// a partial pass of chunks), three targets in one launch, and the gated launch; so do persistent
-// launches whose blocks take their tiles from a counter (cuda::gemv_dynamic_tiles).
+// a partial pass of chunks), three targets in one launch, and the gated launch.
 TEST(CudaGemv, PersistentEqualsOneBlockPerTileBitwise) {
   RINGLM_REQUIRE_GPU();
   ASSERT_TRUE(cuda::gemv_persistent());
@@ -269,13 +268,9 @@ TEST(CudaGemv, PersistentEqualsOneBlockPerTileBitwise) {
       const OnDevice dx(x), dw(w), db(b);
       const Weight weight(dw.t());
       const Tensor bias = db.t(), no_bias;
-      // [block per tile, persistent, persistent with tiles from a counter][plain matmul, three
-      // targets..., gated]
-      Owned results[3][4];
-      const bool dynamic_before = cuda::gemv_dynamic_tiles();
-      for (int persistent = 0; persistent < 3; ++persistent) {
-        cuda::set_gemv_persistent(persistent >= 1);
-        cuda::set_gemv_dynamic_tiles(persistent == 2);
+      Owned results[2][4];  // [persistent][plain matmul, three targets..., gated]
+      for (int persistent = 0; persistent < 2; ++persistent) {
+        cuda::set_gemv_persistent(persistent == 1);
         OnDevice y(DType::F32, {M, sh.N});
         matmul(dx.t(), weight, bias, y.t());
         results[persistent][0] = y.to_host();
@@ -292,12 +287,8 @@ TEST(CudaGemv, PersistentEqualsOneBlockPerTileBitwise) {
         results[persistent][3] = gate.to_host();
       }
       cuda::set_gemv_persistent(true);
-      cuda::set_gemv_dynamic_tiles(dynamic_before);
-      for (int mode = 1; mode < 3; ++mode) {
-        for (int r = 0; r < 4; ++r)
-          EXPECT_TRUE(testing::bitwise_equal(results[0][r].t(), results[mode][r].t()))
-              << "result " << r << (mode == 2 ? ", tiles from a counter" : "");
-      }
+      for (int r = 0; r < 4; ++r)
+        EXPECT_TRUE(testing::bitwise_equal(results[0][r].t(), results[1][r].t())) << "result " << r;
     }
   }
 }

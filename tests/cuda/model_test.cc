@@ -222,8 +222,7 @@ TEST(GpuModel, RoundedMatmulInputsChangeNoBits) {
 
 // The residual-fused decoder blocks (ops/residual_matmul.h: the GEMVs at 1-2 rows add into the
 // residual stream and normalize it on their way in, no norm kernels; without q/k norms the q/k/v
-// GEMV also ropes and writes the K/V cache in its store) change no bits, either switch off, nor
-// does handing the persistent GEMVs' tiles out from a counter (gemv_dynamic_tiles): bf16
+// GEMV also ropes and writes the K/V cache in its store) change no bits, either switch off: bf16
 // checkpoints of a Llama (head_dim 128) and of the qwen2 (q/k/v biases) and qwen3 (q/k norms)
 // fixtures' configs fed one token per step beside a neighbour (steps of 2 rows, then of 1), fused
 // and not.
@@ -251,10 +250,6 @@ TEST(GpuModel, FusedResidualChangesNoBits) {
     cuda::set_gemv_fused_rope(true);
     expect_switch_changes_no_bits(*gpu, prompt, 1, neighbour, cuda::set_gemv_fused_rope);
     cuda::set_gemv_fused_rope(rope_before);
-    const bool dynamic_before = cuda::gemv_dynamic_tiles();
-    cuda::set_gemv_dynamic_tiles(true);
-    expect_switch_changes_no_bits(*gpu, prompt, 1, neighbour, cuda::set_gemv_dynamic_tiles);
-    cuda::set_gemv_dynamic_tiles(dynamic_before);
   }
 }
 

@@ -84,11 +84,6 @@ bool gemv_rope_applies(const Tensor& x,  // F32[M, K]
                        const GemvRope& rope);
 bool gemv_fused_rope();  // the RINGLM_CUDA_FUSED_ROPE switch (off by default; tests turn it on)
 void set_gemv_fused_rope(bool enabled);
-// Whether a persistent decode GEMV launch hands its blocks their tiles from a counter as they get
-// to them (gemv.cu GemvTickets) instead of block b taking tiles b + k·grid: the same bits (a
-// tile's sums do not depend on the block). RINGLM_CUDA_GEMV_DYNAMIC=1 turns it on.
-bool gemv_dynamic_tiles();
-void set_gemv_dynamic_tiles(bool enabled);
 void gemv_many(const Tensor& x,  // F32[M, K], rows may be strided
                std::span<const GemvTarget> targets, const GemvNorm* norm = nullptr,
                const GemvRope* rope = nullptr);

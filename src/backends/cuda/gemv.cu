@@ -75,9 +75,6 @@ struct GemvArgs {
   float norm_eps;
   bool norm_unit_offset;
   bool accumulate;  // y += sum (+ bias) instead of y = sum (+ bias); not gated
-  // A persistent launch's tiles after each block's first: taken from this counter as blocks get
-  // to them ([next, finished], zero between launches), or null: block b takes b + k·gridDim.x.
-  unsigned* tickets;
 };
 
 // Rope and the K/V write in the store of a normalizing launch (gemv_rope_kernel, cuda_ops.h's
@@ -325,34 +322,10 @@ struct GemvTile {
 // reduction, so the block streams weights while it reduces. A tile's sums are the same whichever
 // block computes it. kNorm: the block normalizes its rows of x into shared memory once, while its
 // first weights are in flight. kRope (with kNorm, not gated): the store is write_rope's.
-// With a.tickets a block's tiles after its first come from a counter (gridDim.x + the count)
-// as the block gets to them, so blocks that stream slower take fewer: on the H200 the per-SM
-// times of a persistent GEMV spread from 47 to 72 µs when its launch followed other kernels'
-// blocks (docs/benchmarks.md). next_ticket: thread 0 takes the tile after the next while the
-// block works (double-buffered: the slot read in an iteration is written two iterations on).
-struct GemvTickets {
-  unsigned* counter;  // [next, finished]
-  __device__ __forceinline__ int64_t take() const {
-    return int64_t{gridDim.x} + atomicAdd(counter, 1u);
-  }
-  // The last block out zeroes the counter for the next launch (which reads it only after
-  // waiting for this one).
-  __device__ __forceinline__ void finish() const {
-    __syncthreads();
-    if (threadIdx.x != 0) return;
-    __threadfence();
-    if (atomicAdd(counter + 1, 1u) == gridDim.x - 1) {
-      counter[0] = 0;
-      counter[1] = 0;
-    }
-  }
-};
-
 template <typename T, int M, int kCols, bool kGated, bool kNorm, bool kRope>
 __device__ __forceinline__ void gemv_tiles(const GemvArgs& a, int64_t tiles,
                                            const GemvRopeArgs* rope) {
   __shared__ float partials[(kThreads / 32 + 1) * M * kCols];
-  __shared__ int64_t next_ticket[2];
   using Tile = GemvTile<T, kCols, kGated, kRope>;
   const int64_t chunks = a.K / kChunk;
   int64_t tile = blockIdx.x;
@@ -360,12 +333,6 @@ __device__ __forceinline__ void gemv_tiles(const GemvArgs& a, int64_t tiles,
   uint4 w0[kCols], w1[kCols];
   current.load_pair(chunks, threadIdx.x, w0, w1);
   device::wait_prior_grid();
-  const bool dynamic = a.tickets != nullptr;
-  const GemvTickets tickets{a.tickets};
-  if (dynamic) {
-    if (threadIdx.x == 0) next_ticket[0] = tickets.take();
-    __syncthreads();
-  }
   // A persistent kNorm launch lets the next kernel launch only when its blocks are done: all of
   // them start at once, so an early trigger would launch the next kernel at the very start, to
   // squat on the SMs (H200, 8B bf16, batch 1: -12 % at 4k / 32k context that way, +2 % at 512 to
@@ -373,14 +340,13 @@ __device__ __forceinline__ void gemv_tiles(const GemvArgs& a, int64_t tiles,
   if constexpr (!kNorm) device::launch_dependents();
   extern __shared__ uint4 normed[];  // kNorm: [M][K / 8]
   if constexpr (kNorm) stage_normed_x<T, M>(a, normed);
-  for (int iteration = 0;; ++iteration) {
+  while (true) {
     float acc[M][kCols];
     current.template accumulate<M, kNorm>(a, w0, w1, normed, acc);
-    const int64_t next_tile = dynamic ? next_ticket[iteration & 1] : tile + gridDim.x;
+    const int64_t next_tile = tile + gridDim.x;
     const bool more = next_tile < tiles;
     const Tile next(a, more ? next_tile : tile, rope);
     if (more) next.load_pair(chunks, threadIdx.x, w0, w1);
-    if (dynamic && more && threadIdx.x == 0) next_ticket[(iteration + 1) & 1] = tickets.take();
     if constexpr (kRope) {
       current.template write_rope<M>(a, *rope, acc, partials);
     } else {
@@ -391,7 +357,6 @@ __device__ __forceinline__ void gemv_tiles(const GemvArgs& a, int64_t tiles,
     tile = next_tile;
     current = next;
   }
-  if (dynamic) tickets.finish();
   if constexpr (kNorm) device::launch_dependents();
 }
 
@@ -432,19 +397,6 @@ std::atomic<bool>& fused_rope_flag() {
   return on;
 }
 
-// Off unless RINGLM_CUDA_GEMV_DYNAMIC=1 (an A/B on the H200 decides).
-std::atomic<bool>& dynamic_tiles_flag() {
-  static std::atomic<bool> on{env_switch_on("RINGLM_CUDA_GEMV_DYNAMIC", false)};
-  return on;
-}
-
-// The counter of a persistent launch of `grid` blocks over `tiles` (null: static tiles).
-unsigned* tickets_for(int64_t grid, int64_t tiles) {
-  if (grid >= tiles || !dynamic_tiles_flag().load(std::memory_order_relaxed)) return nullptr;
-  return static_cast<unsigned*>(
-      Context::get().scratch(Scratch::GemvTickets, 2 * sizeof(unsigned), /*zeroed=*/true));
-}
-
 int64_t grid_for_tiles(int64_t tiles, int rows) {
   if (rows < kPersistentMinRows || !persistent_flag().load(std::memory_order_relaxed)) return tiles;
   return std::min(tiles, int64_t{sm_count()} * kPersistentBlocksPerSm);
@@ -458,11 +410,10 @@ struct GemvStore {
 };
 
 template <typename T, int M, int kCols, bool kGated>
-void launch_tiles(GemvArgs a, int64_t tiles, const GemvStore& store, cudaStream_t stream) {
+void launch_tiles(const GemvArgs& a, int64_t tiles, const GemvStore& store, cudaStream_t stream) {
   if (a.norm_w != nullptr) {  // persistent: each block normalizes x once
     const dim3 grid(
         static_cast<unsigned>(std::min(tiles, int64_t{sm_count()} * kPersistentBlocksPerSm)));
-    a.tickets = tickets_for(grid.x, tiles);
     const size_t smem = static_cast<size_t>(M * a.K) * sizeof(T);
     if constexpr (!kGated) {
       if (store.rope != nullptr) {
@@ -475,7 +426,6 @@ void launch_tiles(GemvArgs a, int64_t tiles, const GemvStore& store, cudaStream_
   } else {
     RINGLM_CHECK(store.rope == nullptr, "gemv: rope in the store of a launch without a norm");
     const dim3 grid(static_cast<unsigned>(grid_for_tiles(tiles, M)));
-    a.tickets = tickets_for(grid.x, tiles);
     launch_pdl(gemv_kernel<T, M, kCols, kGated, false>, grid, dim3(kThreads), 0, stream, a, tiles);
   }
 }
@@ -551,13 +501,6 @@ bool gemv_fused_rope() {
 }
 void set_gemv_fused_rope(bool enabled) {
   fused_rope_flag().store(enabled, std::memory_order_relaxed);
-}
-
-bool gemv_dynamic_tiles() {
-  return dynamic_tiles_flag().load(std::memory_order_relaxed);
-}
-void set_gemv_dynamic_tiles(bool enabled) {
-  dynamic_tiles_flag().store(enabled, std::memory_order_relaxed);
 }
 
 int64_t leading_dim(const Tensor& t) {

@@ -57,7 +57,6 @@ enum class Scratch {
   SampleWeights,
   QuantPartials,
   QuantTickets,
-  GemvTickets,
   TokenFeeds,
   Count
 };
