@@ -4,7 +4,10 @@
 // between two kernels of a decode step. Rules for such a kernel, in every block and every path:
 //  - wait_prior_grid() before touching memory an earlier kernel writes or reads (it returns once
 //    every earlier kernel has finished and its writes are visible; a no-op when launched plainly);
-//  - launch_dependents() lets the next kernel start early (it waits for us in turn).
+//  - launch_dependents() lets the next kernel start early (it waits for us in turn). Call it
+//    after wait_prior_grid() (a persistent GEMV: after its tiles): on the H200 every earlier
+//    trigger tried left the next persistent GEMV with a tail of ~18 µs per layer (its SMs
+//    streaming at unequal rates; docs/benchmarks.md, twelfth session).
 // Kernels launched with <<<>>> keep plain stream order. RINGLM_CUDA_PDL=0 in the environment
 // launches plainly (A/B and debugging); results are bit for bit the same either way.
 #pragma once
