@@ -74,8 +74,8 @@ double flops_per_step(const io::ModelConfig& c, const kv::PagedKvCache& cache,
   const auto kv_width = static_cast<double>(c.num_key_value_heads * c.head_dim);
   const double per_layer =
       hidden * (2 * q_width + 2 * kv_width) + 3 * hidden * static_cast<double>(c.intermediate_size);
-  double weights = per_layer * static_cast<double>(c.num_hidden_layers) +
-                   hidden * static_cast<double>(c.vocab_size);
+  const double weights = per_layer * static_cast<double>(c.num_hidden_layers) +
+                         hidden * static_cast<double>(c.vocab_size);
   double keys = 0;  // over layers, per row
   for (int g = 0; g < cache.num_groups(); ++g) {
     const int64_t window = cache.group(g).window;
