@@ -10,9 +10,9 @@ from collections import defaultdict
 
 names = {16: "gemv", 17: "qkv(norm)", 19: "gate/up(norm)", 20: "o/down(acc)", 32: "attention",
          33: "merge", 34: "prepare", 18: "gemv(gated)", 21: "gemv(norm,acc)"}
-data = open(sys.argv[1], "rb").read()
+records = list(struct.iter_unpack("<4I4Q", open(sys.argv[1], "rb").read()))
 by_launch = defaultdict(list)
-for launch, block, sm, tag, start, waited, end, _ in struct.iter_unpack("<4I4Q", data):
+for launch, block, sm, tag, start, waited, end, _ in records:
     by_launch[launch].append((start, waited, end, tag))
 rows = []
 for launch, recs in by_launch.items():
@@ -56,7 +56,7 @@ for name, t in sorted(totals.items(), key=lambda kv: -kv[1]):
 
 # Per SM: how many blocks of each big launch of the step ran on it, and their work after the wait.
 recs_by_sm = defaultdict(list)
-for launch, block, sm, tag, start, waited, end, _ in struct.iter_unpack("<4I4Q", data):
+for launch, block, sm, tag, start, waited, end, _ in records:
     if summary[lo][0] <= start <= summary[hi - 1][6]:
         recs_by_sm[sm].append((start, waited, end, tag, launch))
 for want in (19, 17):

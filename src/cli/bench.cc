@@ -47,6 +47,12 @@ size_t kv_bytes_per_token(const kv::PagedKvCache& cache) {
   return bytes;
 }
 
+// Keys a decode query at `context` tokens sees in a layer of group g (its window bounds it).
+int64_t keys_seen(const kv::PagedKvCache& cache, int g, const BenchShape& shape) {
+  const int64_t window = cache.group(g).window;
+  return window > 0 ? std::min(shape.context + 1, window) : shape.context + 1;
+}
+
 // K/V bytes one decode step at `context` tokens per row reads, over all layers (a shared layer
 // reads its donor's).
 double kv_bytes_per_step(const kv::PagedKvCache& cache, const BenchShape& shape) {
@@ -56,10 +62,8 @@ double kv_bytes_per_step(const kv::PagedKvCache& cache, const BenchShape& shape)
     const double per_layer =
         static_cast<double>(cache.bytes_per_block(storage)) /
         static_cast<double>(cache.block_tokens() * cache.group(storage).layers.size());
-    const int64_t window = cache.group(g).window;
-    const int64_t seen = window > 0 ? std::min(shape.context + 1, window) : shape.context + 1;
-    bytes +=
-        per_layer * static_cast<double>(cache.group(g).layers.size()) * static_cast<double>(seen);
+    bytes += per_layer * static_cast<double>(cache.group(g).layers.size()) *
+             static_cast<double>(keys_seen(cache, g, shape));
   }
   return bytes * static_cast<double>(shape.batch);
 }
@@ -77,11 +81,8 @@ double flops_per_step(const io::ModelConfig& c, const kv::PagedKvCache& cache,
   const double weights = per_layer * static_cast<double>(c.num_hidden_layers) +
                          hidden * static_cast<double>(c.vocab_size);
   double keys = 0;  // over layers, per row
-  for (int g = 0; g < cache.num_groups(); ++g) {
-    const int64_t window = cache.group(g).window;
-    const int64_t seen = window > 0 ? std::min(shape.context + 1, window) : shape.context + 1;
-    keys += static_cast<double>(cache.group(g).layers.size()) * static_cast<double>(seen);
-  }
+  for (int g = 0; g < cache.num_groups(); ++g)
+    keys += static_cast<double>(cache.group(g).layers.size() * keys_seen(cache, g, shape));
   return static_cast<double>(shape.batch) * (2 * weights + 4 * q_width * keys);
 }
 
