@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <numeric>
 #include <random>
 #include <vector>
@@ -278,44 +277,6 @@ TEST(CudaAttention, QueryRangeLeavesOtherRowsAlone) {
     }
     EXPECT_GT(computed, 8);  // the 13-query chunk's positions 5..12 and the decode at 36
   }
-}
-
-// The persistent decode kernel (a grid smaller than the tasks walks them, each warp's pipeline
-// running across its block's tasks) equals one block per task bit for bit: rows of 1 to 700
-// keys (warps with no tile in a task, short last parts), prefill rows and empty rows among them
-// (tasks to skip), grids of 1, 3 and 7 blocks; GQA 4 at head_dim 128, GQA 8 with a window and
-// sinks at 64, GQA 16 (two head groups) at 128.
-TEST(CudaAttention, PersistentDecodeEqualsOneTaskPerBlock) {
-  RINGLM_REQUIRE_GPU();
-  std::vector<RowSpec> specs = kRows;
-  for (int i = 0; i < 24; ++i) specs.push_back({1, 1 + (i * 97) % 700});
-  const int saved = cuda::decode_persistent_blocks();
-  for (const Config& c : {Config{DType::BF16, 128, 16, 4, 16, 0, 0.0f},
-                          Config{DType::F16, 64, 8, 1, 16, 300, 0.0f, 4},
-                          Config{DType::BF16, 128, 16, 1, 16, 0, 0.0f}}) {
-    SCOPED_TRACE(::testing::Message() << "D=" << c.head_dim << " qh=" << c.q_heads);
-    const Problem p(c, specs, 5);
-    const AttentionParams params = params_for(c);
-    const int64_t T = p.layout.tokens();
-    OnDevice dq(p.q), dk(p.k), dv(p.v);
-    auto run = [&](int blocks) {
-      cuda::set_decode_persistent_blocks(blocks);
-      OnDevice dout(DType::F32, {T, c.q_heads, c.head_dim});
-      attention(dq.t(), KvLayerView{dk.t(), dv.t()}, p.layout.rows(), params, dout.t());
-      return dout.to_host();
-    };
-    const Owned one_per_task = run(0);
-    for (int blocks : {1, 3, 7}) {
-      const int64_t launches = cuda::decode_persistent_launches();
-      const Owned persistent = run(blocks);
-      EXPECT_EQ(cuda::decode_persistent_launches(), launches + 1) << blocks << " blocks";
-      // Only decode rows come from these kernels; prefill rows are the same launch either way.
-      EXPECT_EQ(0,
-                std::memcmp(persistent.t().data, one_per_task.t().data, one_per_task.t().nbytes()))
-          << blocks << " blocks";
-    }
-  }
-  cuda::set_decode_persistent_blocks(saved);
 }
 
 TEST(CudaAttention, HostTablesAreStillValidated) {

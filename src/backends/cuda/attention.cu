@@ -108,7 +108,6 @@ void run_attention(const Tensor& q, const ops::KvLayerView& kv, const ops::Atten
   args.max_parts = args.split_rule.parts_bound(summary.max_decode_context);
   args.early_fetch = decode_early_fetch();
   args.affine_prefetch = decode_affine_prefetch();
-  args.persistent_blocks = decode_persistent_blocks();
   if (summary.decode_rows > 0) {
     // Partials of every (row, head, part); rows that are not decode rows leave theirs unused.
     const int64_t slots = int64_t{drows.num_rows} * QH * args.max_parts;
@@ -178,34 +177,6 @@ std::atomic<bool>& prefill_tc_extended_flag() {
   return enabled;
 }
 }  // namespace
-
-namespace {
-std::atomic<int>& persistent_blocks_setting() {
-  static std::atomic<int> blocks{env_switch_on("RINGLM_CUDA_DECODE_PERSISTENT") ? -1 : 0};
-  return blocks;
-}
-}  // namespace
-
-void set_decode_persistent_blocks(int blocks) {
-  RINGLM_USER_CHECK(blocks >= -1, "decode persistent blocks ", blocks, " must be >= -1");
-  persistent_blocks_setting().store(blocks);
-}
-
-int decode_persistent_blocks() {
-  return persistent_blocks_setting().load();
-}
-
-namespace {
-std::atomic<int64_t> g_persistent_launches{0};
-}  // namespace
-
-void count_persistent_decode_launch() {
-  g_persistent_launches.fetch_add(1);
-}
-
-int64_t decode_persistent_launches() {
-  return g_persistent_launches.load();
-}
 
 void set_decode_early_fetch(bool enabled) {
   early_fetch_flag().store(enabled);

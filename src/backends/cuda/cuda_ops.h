@@ -216,14 +216,6 @@ bool decode_early_fetch();
 // the environment sets RINGLM_CUDA_AFFINE_PREFETCH=0 or a test turns it off.
 void set_decode_affine_prefetch(bool enabled);
 bool decode_affine_prefetch();
-// The tensor-core decode kernel over 16-bit K/V, when its tasks (row, kv head, part) outnumber
-// the blocks the SMs hold at once, runs as a grid of at most `blocks` blocks that walk the tasks
-// (device/attention_decode_persistent.cuh): -1 (the default) as many as fit on the SMs, 0 one
-// block per task (RINGLM_CUDA_DECODE_PERSISTENT=0 at start-up), n > 0 at most n (tests). Bit for
-// bit the same output either way.
-void set_decode_persistent_blocks(int blocks);
-int decode_persistent_blocks();
-int64_t decode_persistent_launches();  // launches of the persistent kernel so far (tests)
 // Whether the tensor-core decode kernels merge their split-K parts themselves (the last block of
 // a task) instead of a merge kernel after them: bit for bit the same output. On unless the
 // environment sets RINGLM_CUDA_MERGE_IN_KERNEL=0 or a test turns it off.

@@ -64,10 +64,6 @@ struct AttnArgs {
   // Affine K/V at head dims <= 128: the tensor-core decode kernel loads a tile's codes two tiles
   // ahead (device/decode_tiles.cuh AffineTiles); false: at use (ReaderTiles). Same bits.
   bool affine_prefetch;
-  // 16-bit K/V: when the decode tasks outnumber the blocks the SMs hold at once, a grid of at
-  // most this many blocks walks them (device/attention_decode_persistent.cuh); -1: as many as
-  // fit on the SMs; 0: one block per task. Same bits.
-  int persistent_blocks;
   // TurboQuant decode-only steps: the merge also applies the deferred inverse rotation with these
   // signs (F32[D], ±1; device/decode_merge.cuh); null: the caller un-rotates.
   const float* merge_unrotate_signs;

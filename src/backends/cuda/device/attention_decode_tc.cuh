@@ -25,11 +25,9 @@
 #include <type_traits>
 
 #include "backends/cuda/device/attention_common.cuh"
-#include "backends/cuda/device/attention_decode_persistent.cuh"
 #include "backends/cuda/device/attention_decode_turbo.cuh"
 #include "backends/cuda/device/common.cuh"
 #include "backends/cuda/device/decode_tc_common.cuh"
-#include "backends/cuda/device/decode_tc_tile.cuh"
 #include "backends/cuda/device/decode_tiles.cuh"
 #include "backends/cuda/device/kv_load.cuh"
 #include "backends/cuda/device/mma.cuh"
@@ -59,6 +57,7 @@ __global__ void __launch_bounds__(kTcDecodeThreads, Source::kMinBlocks)
   const TcDecodeTask task(a);
   if (!task.active) return;
   const int warp = static_cast<int>(threadIdx.x) >> 5, lane = static_cast<int>(threadIdx.x) & 31;
+  const int g = lane >> 2, c = lane & 3;  // mma fragment coordinates
   // Key (lane mod 16) of this warp's tile t: its row, or -1 past the part's end.
   auto row_of = [&](int t) { return task.row(a, task.tile_start(t) + (lane & (kTcKeys - 1))); };
   const int tiles = task.tiles;
@@ -80,12 +79,36 @@ __global__ void __launch_bounds__(kTcDecodeThreads, Source::kMinBlocks)
   wait_prior_grid();
   launch_dependents();
 
+  // k-step s of Q·Kᵀ: dims 16s + 2c (+1) and 16s + 8 + 2c (+1), as ldmatrix delivers K.
   uint32_t qf[kD / 16][2];
-  tc_load_q<T, kD>(a, task, lane, qf);
+  load_q_fragments<T, kD>(
+      a, task, g, [c](int s, int h) { return 16 * s + 8 * h + 2 * c; }, qf);
   TcOnlineSoftmax<T, kD> soft;
 
+  const int mi = lane >> 3, mj = lane & 7;  // ldmatrix: the matrix and row this lane addresses
+  // One tile of the online softmax: S = Q·Kᵀ, P, Oᵀ += Vᵀ·Pᵀ (tile t of this warp, in `tile`).
   auto consume = [&](const TcTile<T, kD>& tile, int t) {
-    tc_consume_tile<T, kD>(a, tile, qf, soft, task.tile_start(t), task.last, lane);
+    // S = Q·Kᵀ, two n-tiles of 8 keys: s[n][0], s[n][1] = head g, keys 8n + 2c, 8n + 2c + 1.
+    float s[2][4];
+#pragma unroll
+    for (int n = 0; n < 2; ++n) {
+      s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
+#pragma unroll
+      for (int s2 = 0; s2 < kD / 32; ++s2) {
+        uint32_t b[4];
+        ldmatrix_x4(b, &tile.k[8 * n + mj][32 * s2 + 8 * mi]);
+        tc_scores<T, kD>(qf, 2 * s2, b[0], b[1], s[n]);
+        tc_scores<T, kD>(qf, 2 * s2 + 1, b[2], b[3], s[n]);
+      }
+    }
+    uint32_t p[2];
+    soft.probabilities(a, s, task.tile_start(t), task.last, c, p);
+#pragma unroll
+    for (int i = 0; i < kD / 16; ++i) {
+      uint32_t av[4];  // Vᵀ rows 16i .. 16i + 15 (dims) × the 16 keys
+      ldmatrix_x4_trans(av, &tile.v[8 * (mi >> 1) + mj][16 * i + 8 * (mi & 1)]);
+      mma16816<T>(soft.o[i], av, p[0], p[1]);
+    }
   };
 
   if constexpr (Source::kStages == 2) {
@@ -128,12 +151,12 @@ __global__ void __launch_bounds__(kTcDecodeThreads, Source::kMinBlocks)
       if (t + 1 < tiles) step(raw1, t + 1);
     }
   }
-  tc_finish_task<T, kD>(a, task, soft, SharedPartials<kD>{smem}, lane);
+  // Oᵀ m-tile i: rows g and g + 8 are dims 16i + g and 16i + 8 + g (ldmatrix.trans of V).
+  soft.write_partials(a, task, smem, [g](int i, int h) { return 16 * i + 8 * h + g; });
 }
 
 template <typename Source, int kD>
 void launch_decode_tc_with(const AttnArgs& args, const Source& source, cudaStream_t stream) {
-  if (launch_decode_tc_persistent<Source, kD>(args, source, stream)) return;
   constexpr size_t kSmem = tc_decode_smem_bytes<Source, kD>();
   static const bool configured = [] {
     RINGLM_CUDA_CHECK(cudaFuncSetAttribute(decode_tc_kernel<Source, kD>,

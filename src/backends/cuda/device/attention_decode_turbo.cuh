@@ -270,8 +270,7 @@ __global__ void __launch_bounds__(kTcDecodeThreads, TurboK8V3Fragments<kD>::kMin
     }
   }
   constexpr int kValueDims = Source::kValueDims;
-  soft.write_partials(a, task, SharedPartials<kD>{smem},
-                      [g](int i, int h) { return kValueDims * g + 2 * i + h; });
+  soft.write_partials(a, task, smem, [g](int i, int h) { return kValueDims * g + 2 * i + h; });
 }
 
 // False when the planes are not aligned for the fragment loads (the caller keeps another path).

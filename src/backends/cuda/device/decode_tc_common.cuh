@@ -27,58 +27,36 @@ constexpr int kTcHeads = 8;  // query heads per block (the mma's N of Oᵀ)
 constexpr int kTcKeys = 16;  // keys per tile
 constexpr float kTcRescaleLog2 = 8.0f;
 
-// One warp's share of its block's result, before the warps merge (tc_write_partials).
-template <int kD>
-struct TcWarpPartial {
-  float m[kTcHeads], l[kTcHeads];
-  float acc[kTcHeads][kD];
-};
 template <int kD>
 struct TcPartials {
-  TcWarpPartial<kD> warp[kTcDecodeWarps];
-};
-// Where each warp's partial goes: the block's shared memory from its start (the kernels that run
-// one task per block reuse their stages' memory).
-template <int kD>
-struct SharedPartials {
-  unsigned char* smem;
-  __device__ __forceinline__ TcWarpPartial<kD>& operator()(int warp) const {
-    return reinterpret_cast<TcPartials<kD>*>(smem)->warp[warp];
-  }
+  float m[kTcDecodeWarps][kTcHeads], l[kTcDecodeWarps][kTcHeads];
+  float acc[kTcDecodeWarps][kTcHeads][kD];
 };
 
 // The block's task and this warp's tiles: tile t holds keys warp_first + t·tile_stride + 0..15
 // of the query's visible keys, up to `last`. Built from the step's host-uploaded tables only
 // (query_start, context_len, the block table): it may run before wait_prior_grid().
 struct TcDecodeTask {
-  int x, r, kvh, part, h0, heads, q0;
+  int r, kvh, part, h0, heads, q0;
   int first, last;
   int warp_first, tiles;
   bool active;
   VisibleKeys keys;
   static constexpr int kTileStride = kTcDecodeWarps * kTcKeys;
 
-  __device__ TcDecodeTask() : keys(0, 0, 0) { active = false; }  // no task
-  // The task of this block (tc_decode_grid: blockIdx.x = task x, blockIdx.y = part).
-  __device__ explicit TcDecodeTask(const AttnArgs& a)
-      : TcDecodeTask(a, static_cast<int>(blockIdx.x), static_cast<int>(blockIdx.y), a.query_start,
-                     a.context_len) {}
-  // Task (x, part): x = (row · kv heads + kv head) · head groups + head group; query_start and
-  // context_len are a.query_start and a.context_len or copies of them (in shared memory).
-  __device__ TcDecodeTask(const AttnArgs& a, int x, int part_index, const int32_t* query_start,
-                          const int32_t* context_len)
-      : x(x), part(part_index), keys(0, 0, 0) {
+  __device__ explicit TcDecodeTask(const AttnArgs& a) : keys(0, 0, 0) {
     const int G = a.q_heads / a.kv_heads, head_groups = (G + kTcHeads - 1) / kTcHeads;
-    r = x / (a.kv_heads * head_groups);
-    kvh = x / head_groups % a.kv_heads;
-    const int hg = x % head_groups;
+    r = static_cast<int>(blockIdx.x) / (a.kv_heads * head_groups);
+    kvh = static_cast<int>(blockIdx.x) / head_groups % a.kv_heads;
+    const int hg = static_cast<int>(blockIdx.x) % head_groups;
     h0 = kvh * G + hg * kTcHeads;
     heads = min(kTcHeads, G - hg * kTcHeads);
-    q0 = query_start[r];
+    q0 = a.query_start[r];
     active = false;
-    if (query_start[r + 1] - q0 != 1 || !query_wanted(a, context_len[r] - 1)) return;
-    keys = VisibleKeys(context_len[r] - 1, a.window, a.sink_tokens);
+    if (a.query_start[r + 1] - q0 != 1 || !query_wanted(a, a.context_len[r] - 1)) return;
+    keys = VisibleKeys(a.context_len[r] - 1, a.window, a.sink_tokens);
     const int split = a.split_rule.split(keys.count);
+    part = static_cast<int>(blockIdx.y);
     first = part * split;
     if (first >= keys.count) return;  // this query has fewer parts
     last = min(keys.count, first + split);
@@ -136,38 +114,36 @@ __device__ __forceinline__ void tc_scores(const uint32_t (&qf)[kD / 16][2], int 
 // (weight_w = 2^(m_w − m_all), 0 for a warp without keys) and write (m, l, acc) per head for
 // grouped_decode_merge_kernel, m in natural units. store_ml(m_row, l_row) puts this warp's m and
 // l of each head into m_row[head], l_row[head] (some lane per head); o_dim(i, h): the dim of the
-// Oᵀ m-tile i's row g (h = 0) or g + 8 (h = 1), whose columns are heads 2c, 2c + 1. region(w):
-// warp w's TcWarpPartial in shared memory (SharedPartials: the block's memory from its start,
-// reused, so call it after every warp is done with its tiles).
-template <int kD, typename Regions, typename StoreMl, typename ODims>
+// Oᵀ m-tile i's row g (h = 0) or g + 8 (h = 1), whose columns are heads 2c, 2c + 1. Ends with the
+// block's shared memory reused: call after every warp is done with its tiles.
+template <int kD, typename StoreMl, typename ODims>
 __device__ __forceinline__ void tc_write_partials(const AttnArgs& a, const TcDecodeTask& task,
-                                                  Regions region, const float (&o)[kD / 16][4],
+                                                  unsigned char* smem, const float (&o)[kD / 16][4],
                                                   StoreMl store_ml, ODims o_dim) {
   const int warp = static_cast<int>(threadIdx.x) >> 5, lane = static_cast<int>(threadIdx.x) & 31;
   const int c = lane & 3;
-  __syncthreads();  // every warp is done with its stages: the partials may reuse the memory
-  TcWarpPartial<kD>& mine = region(warp);
-  store_ml(mine.m, mine.l);
+  __syncthreads();  // every warp is done with its stages: the partials reuse the memory
+  auto& sh = *reinterpret_cast<TcPartials<kD>*>(smem);
+  store_ml(sh.m[warp], sh.l[warp]);
 #pragma unroll
   for (int i = 0; i < kD / 16; ++i) {
-    mine.acc[2 * c][o_dim(i, 0)] = o[i][0];
-    mine.acc[2 * c + 1][o_dim(i, 0)] = o[i][1];
-    mine.acc[2 * c][o_dim(i, 1)] = o[i][2];
-    mine.acc[2 * c + 1][o_dim(i, 1)] = o[i][3];
+    sh.acc[warp][2 * c][o_dim(i, 0)] = o[i][0];
+    sh.acc[warp][2 * c + 1][o_dim(i, 0)] = o[i][1];
+    sh.acc[warp][2 * c][o_dim(i, 1)] = o[i][2];
+    sh.acc[warp][2 * c + 1][o_dim(i, 1)] = o[i][3];
   }
   __syncthreads();
   for (int e = static_cast<int>(threadIdx.x); e < task.heads * kD; e += kTcDecodeThreads) {
     const int hh = e / kD, d = e % kD;
     float m_all = -INFINITY;
 #pragma unroll
-    for (int w = 0; w < kTcDecodeWarps; ++w) m_all = fmaxf(m_all, region(w).m[hh]);
+    for (int w = 0; w < kTcDecodeWarps; ++w) m_all = fmaxf(m_all, sh.m[w][hh]);
     float l_all = 0.0f, out = 0.0f;
 #pragma unroll
     for (int w = 0; w < kTcDecodeWarps; ++w) {
-      const TcWarpPartial<kD>& theirs = region(w);
-      const float weight = exp2f(theirs.m[hh] - m_all);
-      l_all += theirs.l[hh] * weight;
-      out += theirs.acc[hh][d] * weight;
+      const float weight = exp2f(sh.m[w][hh] - m_all);
+      l_all += sh.l[w][hh] * weight;
+      out += sh.acc[w][hh][d] * weight;
     }
     const int64_t slot =
         (static_cast<int64_t>(task.r) * a.q_heads + task.h0 + hh) * a.max_parts + task.part;
@@ -185,8 +161,8 @@ __device__ __forceinline__ void tc_write_partials(const AttnArgs& a, const TcDec
   __syncthreads();
   if (threadIdx.x == 0) {
     const int parts = a.split_rule.parts(task.keys.count);
-    last = atomicAdd(&a.merge_tickets[task.x], 1) == parts - 1;
-    if (last) a.merge_tickets[task.x] = 0;  // every other part has taken its ticket
+    last = atomicAdd(&a.merge_tickets[blockIdx.x], 1) == parts - 1;
+    if (last) a.merge_tickets[blockIdx.x] = 0;  // every other part has taken its ticket
   }
   __syncthreads();
   if (!last) return;
@@ -255,14 +231,14 @@ struct TcOnlineSoftmax {
   }
 
   // The block's partials (tc_write_partials): head g's m and l from lane (g, 0).
-  template <typename Regions, typename ODims>
+  template <typename ODims>
   __device__ __forceinline__ void write_partials(const AttnArgs& a, const TcDecodeTask& task,
-                                                 Regions regions, ODims o_dim) {
+                                                 unsigned char* smem, ODims o_dim) {
     const int lane = static_cast<int>(threadIdx.x) & 31, g = lane >> 2, c = lane & 3;
     l += __shfl_xor_sync(kFullMask, l, 1);
     l += __shfl_xor_sync(kFullMask, l, 2);
     tc_write_partials<kD>(
-        a, task, regions, o,
+        a, task, smem, o,
         [&](float* m_row, float* l_row) {
           if (c == 0) {
             m_row[g] = m;
@@ -341,9 +317,9 @@ struct TcHeadColumnsSoftmax {
   }
 
   // The block's partials (tc_write_partials): heads 2c, 2c + 1's m and l from lane (0, c).
-  template <typename Regions, typename ODims>
+  template <typename ODims>
   __device__ __forceinline__ void write_partials(const AttnArgs& a, const TcDecodeTask& task,
-                                                 Regions regions, ODims o_dim) {
+                                                 unsigned char* smem, ODims o_dim) {
     const int lane = static_cast<int>(threadIdx.x) & 31, g = lane >> 2, c = lane & 3;
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
@@ -352,7 +328,7 @@ struct TcHeadColumnsSoftmax {
         l[h] += __shfl_xor_sync(kFullMask, l[h], offset);
     }
     tc_write_partials<kD>(
-        a, task, regions, o,
+        a, task, smem, o,
         [&](float* m_row, float* l_row) {
           if (g == 0) {
             m_row[2 * c] = m[0];
@@ -365,16 +341,11 @@ struct TcHeadColumnsSoftmax {
   }
 };
 
-// Tasks per part of the decode kernels: rows · kv heads · head groups.
-__host__ __device__ inline int tc_decode_tasks_per_part(const AttnArgs& args) {
-  const int group = args.q_heads / args.kv_heads;
-  const int head_groups = (group + kTcHeads - 1) / kTcHeads;
-  return args.num_rows * args.kv_heads * head_groups;
-}
-
 // Grid of the decode kernels: (rows · kv heads · head groups, max_parts).
 inline dim3 tc_decode_grid(const AttnArgs& args) {
-  return dim3(static_cast<unsigned>(tc_decode_tasks_per_part(args)),
+  const int group = args.q_heads / args.kv_heads;
+  const int head_groups = (group + kTcHeads - 1) / kTcHeads;
+  return dim3(static_cast<unsigned>(args.num_rows * args.kv_heads * head_groups),
               static_cast<unsigned>(args.max_parts));
 }
 
