@@ -61,9 +61,6 @@ struct AttnArgs {
   // The tensor-core decode kernels fetch the first tiles of keys older than the query's own
   // before waiting for the kernel before them (no kernel of the step writes those; pdl.cuh).
   bool early_fetch;
-  // 16-bit K/V (cp.async tiles): a warp's first two tiles are copied before q is loaded, both
-  // stages filled at once; false: the order before (tile 1 after q). Same bits.
-  bool fill_both_stages;
   // Affine K/V at head dims <= 128: the tensor-core decode kernel loads a tile's codes two tiles
   // ahead (device/decode_tiles.cuh AffineTiles); false: at use (ReaderTiles). Same bits.
   bool affine_prefetch;

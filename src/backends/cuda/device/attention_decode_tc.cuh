@@ -65,18 +65,10 @@ __global__ void __launch_bounds__(kTcDecodeThreads, Source::kMinBlocks)
   const int row_first = row_of(0);
   using Raw = typename Source::Raw;
   Raw raw0{}, raw1{};  // register sources: tiles t and t + 1 of the loop below
-  bool early, early_second = false;
-  // cp.async sources with a.fill_both_stages: tile 1's lookup and copies go out with tile 0's.
-  const bool fill_both = Source::kStages == 2 && a.fill_both_stages;
-  const int row_second = fill_both ? row_of(1) : -1;
+  bool early;
   if constexpr (Source::kStages == 2) {
     early = a.early_fetch && tiles > 0 && task.settled(0);
     if (early) src.fetch(row_first, lane, stages[0]);
-    if (fill_both) {
-      cp_async_commit();  // tile 0 (empty when not early)
-      early_second = early && tiles > 1 && task.settled(1);
-      if (early_second) src.fetch(row_second, lane, stages[1]);
-    }
   } else {
     early = a.early_fetch && task.settled(1);
     if (early) {
@@ -88,17 +80,6 @@ __global__ void __launch_bounds__(kTcDecodeThreads, Source::kMinBlocks)
   launch_dependents();
 
   // k-step s of Q·Kᵀ: dims 16s + 2c (+1) and 16s + 8 + 2c (+1), as ldmatrix delivers K.
-  if (fill_both) {
-    // Both stages filled before q's loads (which the old order put, with a table lookup,
-    // between the first two tiles' copies: 2-3 serial latencies before a warp had two tiles in
-    // flight, and at 512 context a warp has 3 tiles in all). Groups: tile 0, then tile 1.
-    if (!early) {
-      if (tiles > 0) src.fetch(row_first, lane, stages[0]);
-      cp_async_commit();
-    }
-    if (!early_second && tiles > 1) src.fetch(row_second, lane, stages[1]);
-    cp_async_commit();
-  }
   uint32_t qf[kD / 16][2];
   load_q_fragments<T, kD>(
       a, task, g, [c](int s, int h) { return 16 * s + 8 * h + 2 * c; }, qf);
@@ -130,21 +111,7 @@ __global__ void __launch_bounds__(kTcDecodeThreads, Source::kMinBlocks)
     }
   };
 
-  if (fill_both) {
-    // Tile t + 1 is in flight while tile t is consumed; tile t's stage is refilled with tile
-    // t + 2 right after; the block-table lookups run a tile further ahead.
-    int row_next = row_of(2);
-    for (int t = 0; t < tiles; ++t) {
-      cp_async_wait<1>();  // tile t has landed (this lane's copies) ...
-      __syncwarp();        // ... and every lane's
-      consume(stages[t % 2], t);
-      __syncwarp();  // every lane is done with this stage before it is refilled
-      if (t + 2 < tiles) src.fetch(row_next, lane, stages[t % 2]);
-      row_next = row_of(t + 3);
-      cp_async_commit();
-    }
-    cp_async_wait<0>();
-  } else if constexpr (Source::kStages == 2) {
+  if constexpr (Source::kStages == 2) {
     // cp.async sources: tile t + 1 is in flight into the other stage while tile t is consumed;
     // the block-table lookups run one tile further ahead.
     int row_next = row_of(1);
