@@ -107,10 +107,6 @@ void run_attention(const Tensor& q, const ops::KvLayerView& kv, const ops::Atten
   args.split_rule = split_rule_for(kv);
   args.max_parts = args.split_rule.parts_bound(summary.max_decode_context);
   args.early_fetch = decode_early_fetch();
-  static const bool lane_pairs = env_switch_on("RINGLM_CUDA_DECODE_LANE_PAIRS");
-  static const bool weights_once = env_switch_on("RINGLM_CUDA_DECODE_WEIGHTS_ONCE");
-  args.lane_pair_copies = lane_pairs;
-  args.merge_weights_once = weights_once;
   args.affine_prefetch = decode_affine_prefetch();
   if (summary.decode_rows > 0) {
     // Partials of every (row, head, part); rows that are not decode rows leave theirs unused.

@@ -199,14 +199,6 @@ void launch_decode_tc_dim(const AttnArgs& args, const Kv& kv, cudaStream_t strea
       return;
     }
   }
-  if constexpr (is_dense_reader<Kv>()) {
-    if (!args.lane_pair_copies) {
-      DenseTiles<typename Kv::Element, kD, false> rows{};
-      rows.kv = kv;
-      launch_decode_tc_with<decltype(rows), kD>(args, rows, stream);
-      return;
-    }
-  }
   using Source = typename TileSourceFor<Kv, kD>::type;
   launch_decode_tc_with<Source, kD>(args, make_tile_source<Kv, kD>(kv), stream);
 }

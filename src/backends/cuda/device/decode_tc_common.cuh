@@ -29,12 +29,8 @@ constexpr float kTcRescaleLog2 = 8.0f;
 
 template <int kD>
 struct TcPartials {
-  // A head's row padded by 4 floats: a warp's stores of its Oᵀ fragments (lane (g, c): dim
-  // 16i + g of heads 2c, 2c + 1; rows 4 banks apart) fall in 32 distinct banks.
-  static constexpr int kStride = kD + 4;
   float m[kTcDecodeWarps][kTcHeads], l[kTcDecodeWarps][kTcHeads];
-  float weight[kTcDecodeWarps][kTcHeads];  // 2^(m_w − m_all) of each warp and head
-  float acc[kTcDecodeWarps][kTcHeads][kStride];
+  float acc[kTcDecodeWarps][kTcHeads][kD];
 };
 
 // The block's task and this warp's tiles: tile t holds keys warp_first + t·tile_stride + 0..15
@@ -137,55 +133,25 @@ __device__ __forceinline__ void tc_write_partials(const AttnArgs& a, const TcDec
     sh.acc[warp][2 * c + 1][o_dim(i, 1)] = o[i][3];
   }
   __syncthreads();
-  const int64_t first_slot =
-      (static_cast<int64_t>(task.r) * a.q_heads + task.h0) * a.max_parts + task.part;
-  if (a.merge_weights_once) {
-    // Each (warp, head) weight once, by a thread per head; then each output element is its
-    // warps' values times their weights: the same operations in the same order as below.
-    const int hh = static_cast<int>(threadIdx.x);
-    if (hh < task.heads) {
-      float m_all = -INFINITY;
+  for (int e = static_cast<int>(threadIdx.x); e < task.heads * kD; e += kTcDecodeThreads) {
+    const int hh = e / kD, d = e % kD;
+    float m_all = -INFINITY;
 #pragma unroll
-      for (int w = 0; w < kTcDecodeWarps; ++w) m_all = fmaxf(m_all, sh.m[w][hh]);
-      float l_all = 0.0f;
+    for (int w = 0; w < kTcDecodeWarps; ++w) m_all = fmaxf(m_all, sh.m[w][hh]);
+    float l_all = 0.0f, out = 0.0f;
 #pragma unroll
-      for (int w = 0; w < kTcDecodeWarps; ++w) {
-        const float weight = exp2f(sh.m[w][hh] - m_all);
-        sh.weight[w][hh] = weight;
-        l_all += sh.l[w][hh] * weight;
-      }
-      const int64_t slot = first_slot + int64_t{hh} * a.max_parts;
+    for (int w = 0; w < kTcDecodeWarps; ++w) {
+      const float weight = exp2f(sh.m[w][hh] - m_all);
+      l_all += sh.l[w][hh] * weight;
+      out += sh.acc[w][hh][d] * weight;
+    }
+    const int64_t slot =
+        (static_cast<int64_t>(task.r) * a.q_heads + task.h0 + hh) * a.max_parts + task.part;
+    if (d == 0) {
       a.part_ml[2 * slot] = m_all * kLn2;
       a.part_ml[2 * slot + 1] = l_all;
     }
-    __syncthreads();
-    for (int e = static_cast<int>(threadIdx.x); e < task.heads * kD; e += kTcDecodeThreads) {
-      const int h = e / kD, d = e % kD;
-      float out = 0.0f;
-#pragma unroll
-      for (int w = 0; w < kTcDecodeWarps; ++w) out += sh.acc[w][h][d] * sh.weight[w][h];
-      a.part_acc[(first_slot + int64_t{h} * a.max_parts) * kD + d] = out;
-    }
-  } else {
-    for (int e = static_cast<int>(threadIdx.x); e < task.heads * kD; e += kTcDecodeThreads) {
-      const int hh = e / kD, d = e % kD;
-      float m_all = -INFINITY;
-#pragma unroll
-      for (int w = 0; w < kTcDecodeWarps; ++w) m_all = fmaxf(m_all, sh.m[w][hh]);
-      float l_all = 0.0f, out = 0.0f;
-#pragma unroll
-      for (int w = 0; w < kTcDecodeWarps; ++w) {
-        const float weight = exp2f(sh.m[w][hh] - m_all);
-        l_all += sh.l[w][hh] * weight;
-        out += sh.acc[w][hh][d] * weight;
-      }
-      const int64_t slot = first_slot + int64_t{hh} * a.max_parts;
-      if (d == 0) {
-        a.part_ml[2 * slot] = m_all * kLn2;
-        a.part_ml[2 * slot + 1] = l_all;
-      }
-      a.part_acc[slot * kD + d] = out;
-    }
+    a.part_acc[slot * kD + d] = out;
   }
   if (a.merge_tickets == nullptr) return;
   // The last of the task's parts to get here merges them (threadFenceReduction's pattern: each

@@ -18,7 +18,6 @@
 #include <cuda_fp16.h>
 
 #include <cstdint>
-#include <type_traits>
 
 #include "backends/cuda/device/common.cuh"
 #include "backends/cuda/device/decode_tc_common.cuh"
@@ -36,11 +35,8 @@ struct TcTile {
   T v[kTcKeys][kStride];
 };
 
-// 16-bit dense K/V, copied as stored by cp.async. kLanePairs: two lanes per key, each lane's
-// copies one row's (its key's): a single lookup and address per tile, the copies at immediate
-// offsets, each instruction 32 contiguous bytes of 16 rows (whole sectors); otherwise each
-// instruction copies whole rows (kD / 8 lanes per row), a lookup and an address per row and lane.
-template <typename E, int kD, bool kLanePairs = true>
+// 16-bit dense K/V, copied as stored by cp.async.
+template <typename E, int kD>
 struct DenseTiles {
   using T = E;
   static constexpr int kStages = 2;
@@ -50,28 +46,15 @@ struct DenseTiles {
 
   __device__ __forceinline__ Raw fetch(int my_row, int lane, TcTile<T, kD>& dst) const {
     constexpr int kChunks = kD / 8;  // 16-byte chunks per row
-    if constexpr (kLanePairs) {
-      const int key = lane >> 1, half = lane & 1;
+    constexpr int kRowsPerPass = 32 / kChunks;
+    const int chunk = lane % kChunks, d0 = 8 * chunk;
+#pragma unroll
+    for (int j = 0; j < kTcKeys / kRowsPerPass; ++j) {
+      const int key = j * kRowsPerPass + lane / kChunks;
       const int row = __shfl_sync(kFullMask, my_row, key);
-      const uint64_t off = uint64_t{static_cast<uint32_t>(row >= 0 ? row : 0)} * kD + 8 * half;
-      const E* k = kv.k + off;
-      const E* v = kv.v + off;
-#pragma unroll
-      for (int j = 0; j < kChunks / 2; ++j) {
-        cp_async16(&dst.k[key][16 * j + 8 * half], k + 16 * j, row >= 0);
-        cp_async16(&dst.v[key][16 * j + 8 * half], v + 16 * j, row >= 0);
-      }
-    } else {
-      constexpr int kRowsPerPass = 32 / kChunks;
-      const int chunk = lane % kChunks, d0 = 8 * chunk;
-#pragma unroll
-      for (int j = 0; j < kTcKeys / kRowsPerPass; ++j) {
-        const int key = j * kRowsPerPass + lane / kChunks;
-        const int row = __shfl_sync(kFullMask, my_row, key);
-        const uint64_t off = uint64_t{static_cast<uint32_t>(row >= 0 ? row : 0)} * kD + d0;
-        cp_async16(&dst.k[key][d0], kv.k + off, row >= 0);
-        cp_async16(&dst.v[key][d0], kv.v + off, row >= 0);
-      }
+      const uint64_t off = uint64_t{static_cast<uint32_t>(row >= 0 ? row : 0)} * kD + d0;
+      cp_async16(&dst.k[key][d0], kv.k + off, row >= 0);
+      cp_async16(&dst.v[key][d0], kv.v + off, row >= 0);
     }
     return {};
   }
@@ -220,15 +203,6 @@ template <typename E, int kD>
 struct TileSourceFor<DenseKvReader<E>, kD> {
   using type = DenseTiles<E, kD>;
 };
-template <typename Kv>
-struct IsDenseReader : std::false_type {};
-template <typename E>
-struct IsDenseReader<DenseKvReader<E>> : std::true_type {};
-template <typename Kv>
-constexpr bool is_dense_reader() {
-  return IsDenseReader<Kv>::value;
-}
-
 template <typename Kv, int kD>
 __host__ typename TileSourceFor<Kv, kD>::type make_tile_source(const Kv& kv) {
   using Source = typename TileSourceFor<Kv, kD>::type;
