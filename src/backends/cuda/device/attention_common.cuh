@@ -61,8 +61,6 @@ struct AttnArgs {
   // The tensor-core decode kernels fetch the first tiles of keys older than the query's own
   // before waiting for the kernel before them (no kernel of the step writes those; pdl.cuh).
   bool early_fetch;
-  // 16-bit K/V tiles by bulk copies (device/decode_tiles.cuh BulkTiles) instead of cp.async.
-  bool bulk_tiles;
   // Affine K/V at head dims <= 128: the tensor-core decode kernel loads a tile's codes two tiles
   // ahead (device/decode_tiles.cuh AffineTiles); false: at use (ReaderTiles). Same bits.
   bool affine_prefetch;

@@ -66,20 +66,7 @@ __global__ void __launch_bounds__(kTcDecodeThreads, Source::kMinBlocks)
   using Raw = typename Source::Raw;
   Raw raw0{}, raw1{};  // register sources: tiles t and t + 1 of the loop below
   bool early;
-  // Bulk-copy sources: the mbarrier of each of this warp's stages.
-  constexpr bool kBulk = is_bulk_source<Source>();
-  __shared__ uint64_t stage_barriers[kTcDecodeWarps][2];
-  uint64_t* const bars = stage_barriers[warp];
-  if constexpr (kBulk) {
-    if (lane == 0) {
-      mbarrier_init(&bars[0], 1);
-      mbarrier_init(&bars[1], 1);
-      mbarrier_init_fence();
-    }
-    __syncwarp();
-    early = a.early_fetch && tiles > 0 && task.settled(0);
-    if (early) src.fetch(row_first, lane, stages[0], &bars[0]);
-  } else if constexpr (Source::kStages == 2) {
+  if constexpr (Source::kStages == 2) {
     early = a.early_fetch && tiles > 0 && task.settled(0);
     if (early) src.fetch(row_first, lane, stages[0]);
   } else {
@@ -124,20 +111,7 @@ __global__ void __launch_bounds__(kTcDecodeThreads, Source::kMinBlocks)
     }
   };
 
-  if constexpr (kBulk) {
-    // Bulk copies: as the cp.async sources below, each stage's copies counted on its barrier
-    // (use k of stage s, tile 2k + s, completes the barrier's phase k).
-    int row_next = row_of(1);
-    if (tiles > 0 && !early) src.fetch(row_first, lane, stages[0], &bars[0]);
-    for (int t = 0; t < tiles; ++t) {
-      if (t + 1 < tiles) src.fetch(row_next, lane, stages[(t + 1) % 2], &bars[(t + 1) % 2]);
-      row_next = row_of(t + 2);
-      mbarrier_wait(&bars[t % 2], static_cast<uint32_t>(t / 2) & 1u);
-      consume(stages[t % 2], t);
-      __syncwarp();                // every lane is done with this stage ...
-      fence_proxy_async_shared();  // ... before the bulk copies refill it
-    }
-  } else if constexpr (Source::kStages == 2) {
+  if constexpr (Source::kStages == 2) {
     // cp.async sources: tile t + 1 is in flight into the other stage while tile t is consumed;
     // the block-table lookups run one tile further ahead.
     int row_next = row_of(1);
@@ -222,14 +196,6 @@ void launch_decode_tc_dim(const AttnArgs& args, const Kv& kv, cudaStream_t strea
       Prefetching source{};
       source.kv = kv;
       launch_decode_tc_with<Prefetching, kD>(args, source, stream);
-      return;
-    }
-  }
-  if constexpr (is_dense_reader<Kv>()) {
-    if (args.bulk_tiles) {
-      BulkTiles<typename Kv::Element, kD> bulk{};
-      bulk.kv = kv;
-      launch_decode_tc_with<decltype(bulk), kD>(args, bulk, stream);
       return;
     }
   }

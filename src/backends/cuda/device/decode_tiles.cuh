@@ -18,7 +18,6 @@
 #include <cuda_fp16.h>
 
 #include <cstdint>
-#include <type_traits>
 
 #include "backends/cuda/device/common.cuh"
 #include "backends/cuda/device/decode_tc_common.cuh"
@@ -61,44 +60,6 @@ struct DenseTiles {
   }
   __device__ __forceinline__ void store(const Raw&, TcTile<T, kD>&, int) const {}
 };
-
-// 16-bit dense K/V by bulk copies (the TMA unit): each lane copies one whole row per tile — lanes
-// 0-15 the K rows of keys 0-15, lanes 16-31 their V rows — counted on the stage's mbarrier, so a
-// tile is 32 copy instructions for the warp instead of 16 per lane. Keys past the part's end copy
-// the tile's first key's rows (finite values the softmax gives no weight), so every tile is the
-// same byte count.
-template <typename E, int kD>
-struct BulkTiles {
-  using T = E;
-  static constexpr int kStages = 2;
-  static constexpr bool kBulk = true;
-  static constexpr int kMinBlocks = kD <= 128 ? 3 : 1;
-  static constexpr uint32_t kTileBytes = 2 * kTcKeys * kD * sizeof(E);
-  struct Raw {};
-  DenseKvReader<E> kv;
-
-  // my_row: lane j holds key (j mod 16)'s row (-1 past the part's end); key 0 is in the part.
-  __device__ __forceinline__ void fetch(int my_row, int lane, TcTile<T, kD>& dst,
-                                        uint64_t* bar) const {
-    const int first = __shfl_sync(kFullMask, my_row, 0);
-    const int row = my_row >= 0 ? my_row : first;
-    const int key = lane & (kTcKeys - 1);
-    if (lane == 0) mbarrier_arrive_expect_bytes(bar, kTileBytes);
-    const E* src = (lane < kTcKeys ? kv.k : kv.v) + uint64_t{static_cast<uint32_t>(row)} * kD;
-    E* to = lane < kTcKeys ? &dst.k[key][0] : &dst.v[key][0];
-    bulk_copy_to_shared(to, src, kD * sizeof(E), bar);
-  }
-};
-
-// Whether a tile source copies by bulk copies (BulkTiles: the kernel waits on mbarriers).
-template <typename S, typename = void>
-struct IsBulkSource : std::false_type {};
-template <typename S>
-struct IsBulkSource<S, std::void_t<decltype(S::kBulk)>> : std::bool_constant<S::kBulk> {};
-template <typename S>
-constexpr bool is_bulk_source() {
-  return IsBulkSource<S>::value;
-}
 
 // Any quantized reader: decoded to f32 by the reader (the CPU codec's values) and rounded to
 // bf16, all at store time (the loads are not ahead of the math).
@@ -242,15 +203,6 @@ template <typename E, int kD>
 struct TileSourceFor<DenseKvReader<E>, kD> {
   using type = DenseTiles<E, kD>;
 };
-template <typename Kv>
-struct IsDenseReader : std::false_type {};
-template <typename E>
-struct IsDenseReader<DenseKvReader<E>> : std::true_type {};
-template <typename Kv>
-constexpr bool is_dense_reader() {
-  return IsDenseReader<Kv>::value;
-}
-
 template <typename Kv, int kD>
 __host__ typename TileSourceFor<Kv, kD>::type make_tile_source(const Kv& kv) {
   using Source = typename TileSourceFor<Kv, kD>::type;

@@ -83,55 +83,6 @@ __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
 }
 
-// Bulk copies (the TMA unit, sm_90) global -> shared, their completion counted in bytes on a
-// shared-memory mbarrier: the waiting threads see the copied bytes once the barrier's phase
-// completes (its arrivals and its expected bytes).
-__device__ __forceinline__ uint32_t shared_address(const void* smem) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(smem));
-}
-__device__ __forceinline__ void mbarrier_init(uint64_t* bar, uint32_t arrivals) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(shared_address(bar)), "r"(arrivals)
-               : "memory");
-}
-// Makes barriers just initialized visible to the bulk copies (the async proxy).
-__device__ __forceinline__ void mbarrier_init_fence() {
-  asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-}
-// One arrival that also expects `bytes` more bytes before the phase completes.
-__device__ __forceinline__ void mbarrier_arrive_expect_bytes(uint64_t* bar, uint32_t bytes) {
-  asm volatile(
-      "mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(shared_address(bar)),
-      "r"(bytes)
-      : "memory");
-}
-// Waits until the barrier's phase of this parity has completed.
-__device__ __forceinline__ void mbarrier_wait(uint64_t* bar, uint32_t parity) {
-  const uint32_t addr = shared_address(bar);
-  uint32_t done = 0;
-  while (!done) {
-    asm volatile(
-        "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
-        " selp.u32 %0, 1, 0, p;\n}\n"
-        : "=r"(done)
-        : "r"(addr), "r"(parity)
-        : "memory");
-  }
-}
-// `bytes` (a multiple of 16; both addresses 16-byte aligned) from global to shared memory,
-// counted on `bar`.
-__device__ __forceinline__ void bulk_copy_to_shared(void* smem, const void* gmem, uint32_t bytes,
-                                                    uint64_t* bar) {
-  asm volatile(
-      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::
-          "r"(shared_address(smem)),
-      "l"(gmem), "r"(bytes), "r"(shared_address(bar))
-      : "memory");
-}
-// Orders this thread's earlier shared-memory accesses before later bulk copies into them.
-__device__ __forceinline__ void fence_proxy_async_shared() {
-  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-}
-
 // The transpose of an 8×8 matrix of 16-bit values held as mma fragments (lane l: row l / 4,
 // columns 2(l % 4), +1) in the same layout.
 __device__ __forceinline__ uint32_t movmatrix_trans(uint32_t x) {
