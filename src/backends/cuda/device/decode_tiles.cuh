@@ -35,7 +35,10 @@ struct TcTile {
   T v[kTcKeys][kStride];
 };
 
-// 16-bit dense K/V, copied as stored by cp.async.
+// 16-bit dense K/V, copied as stored by cp.async: 16 bytes per lane, whole rows per
+// instruction. Two other shapes lost on the H200 (docs/benchmarks.md, thirteenth session): two
+// lanes per key (32 bytes of 16 rows per instruction) up to 27 %, one bulk copy (TMA) per
+// 256-byte row 10 % at 32k × 1.
 template <typename E, int kD>
 struct DenseTiles {
   using T = E;
