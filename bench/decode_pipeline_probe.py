@@ -5,14 +5,16 @@ each warp's 16-key tiles (K and V rows: 16 runs of 256 B each in token-major pag
 cp.async into its own shared-memory stages, `stages` deep, the next tiles in flight while one is
 "consumed" — but consuming a tile is a spin of `delay` clock cycles instead of the attention
 math. Prints TB/s of K/V read for the 512-context shape (3 parts of 192 keys: 3 tiles per warp)
-and the 32k one (17 parts: 30 tiles per warp), over delays, stage counts and blocks per SM.
+and the 32k one (17 parts: 30 tiles per warp), over delays, stage counts and blocks per SM; then
+with the kernel's other memory traffic added: each tile's rows looked up in a page table one tile
+ahead (pages shuffled per row), and each warp's q loads at its start.
 Usage: python3 bench/decode_pipeline_probe.py"""
 import cupy as cp
 
 src = r'''
 extern "C" __global__ void pipeline(const unsigned short* K, const unsigned short* V, int ctx,
                                     int parts, int part_keys, int stages, int delay,
-                                    unsigned long long* sink) {
+                                    const int* table, const float* q, unsigned long long* sink) {
   extern __shared__ __align__(16) unsigned short smem[];
   const int kStride = 136, kTile = 2 * 16 * kStride;  // K and V rows of one stage, padded
   const int x = blockIdx.x, part = blockIdx.y, row = x / 8, head = x % 8;
@@ -21,13 +23,26 @@ extern "C" __global__ void pipeline(const unsigned short* K, const unsigned shor
   const int warp_first = first + 16 * warp;
   const int tiles = warp_first < last ? (last - warp_first + 63) / 64 : 0;
   unsigned short* my = smem + warp * stages * kTile;
+  const int pages = (ctx + 15) / 16;
+  // With a table (the kernel's block table): lane j's token of tile t, looked up one tile ahead
+  // of its copy as the kernel does; without: computed.
+  auto token_of = [&](int t) {
+    const int i = warp_first + 64 * t + (lane & 15);
+    if (i >= last) return -1;
+    if (table == nullptr) return row * ctx + i;
+    return table[row * pages + i / 16] * 16 + i % 16;
+  };
+  int next_token = token_of(0);
   auto fetch = [&](int t, int stage) {
     unsigned short* dst = my + stage * kTile;
     const int chunk = lane % 16;
+    const int mine = next_token;
+    next_token = token_of(t + 1);
     for (int j = 0; j < 8; ++j) {
-      const int key = 2 * j + lane / 16, i = warp_first + 64 * t + key;
-      const bool ok = i < last;
-      const long long token = (long long)row * ctx + (ok ? i : 0);
+      const int key = 2 * j + lane / 16;
+      const int tok = __shfl_sync(0xffffffffu, mine, key);
+      const bool ok = tok >= 0;
+      const long long token = ok ? tok : 0;
       const long long off = (token * 8 + head) * 128 + 8 * chunk;
       const unsigned sk = (unsigned)__cvta_generic_to_shared(dst + key * kStride + 8 * chunk);
       const unsigned sv = sk + 2 * 16 * kStride;
@@ -37,6 +52,15 @@ extern "C" __global__ void pipeline(const unsigned short* K, const unsigned shor
     }
   };
   unsigned acc = 0;
+  if (q != nullptr) {  // the kernel's q fragments: 8 heads x 128 dims, float2 per lane per step
+    const float* qrow = q + ((long long)row * 32 + head * 4) * 128;
+    for (int s = 0; s < 8; ++s)
+      for (int h = 0; h < 2; ++h) {
+        const float2 x = *reinterpret_cast<const float2*>(qrow + (lane / 4) * 128 + 16 * s +
+                                                           8 * h + 2 * (lane % 4));
+        acc += __float_as_uint(x.x * 0.5f) ^ __float_as_uint(x.y);
+      }
+  }
   for (int s = 0; s < stages - 1; ++s) {
     if (s < tiles) fetch(s, s);
     asm volatile("cp.async.commit_group;");
@@ -63,16 +87,26 @@ sms = cp.cuda.Device().attributes["MultiProcessorCount"]
 tile_bytes = 2 * 16 * 136 * 2
 
 
-def run(rows, ctx, parts, stages, delay, blocks_per_sm):
+def run(rows, ctx, parts, stages, delay, blocks_per_sm, use_table=False, use_q=False):
     part_keys = -(-ctx // parts)
     part_keys = -(-part_keys // 64) * 64
     tokens = rows * ctx
     K = cp.zeros(tokens * 8 * 128, dtype=cp.uint16)
     V = cp.zeros(tokens * 8 * 128, dtype=cp.uint16)
     sink = cp.zeros(1, dtype=cp.uint64)
+    pages = -(-ctx // 16)
+    # Each row's pages in a shuffled order over the pool (the kernel's pages are scattered).
+    table = None
+    if use_table:
+        table = (cp.arange(rows, dtype=cp.int32)[:, None] * pages +
+                 cp.random.permutation(pages).astype(cp.int32)[None, :]).ravel()
+        K = cp.zeros((rows * pages * 16) * 8 * 128, dtype=cp.uint16)
+        V = cp.zeros_like(K)
+    q = cp.ones((rows * 32 + 8) * 128, dtype=cp.float32) if use_q else None
     smem = max(stages * 4 * tile_bytes, min(227 * 1024, (228 * 1024) // blocks_per_sm - 1024))
+    null = cp.uint64(0)
     args = (K, V, cp.int32(ctx), cp.int32(parts), cp.int32(part_keys), cp.int32(stages),
-            cp.int32(delay), sink)
+            cp.int32(delay), table if use_table else null, q if use_q else null, sink)
     grid = (rows * 8, parts)
     kernel(grid, (128,), args, shared_mem=smem)
     start, stop = cp.cuda.Event(), cp.cuda.Event()
@@ -93,3 +127,11 @@ for rows, ctx, parts, label in ((64, 516, 3, "512 x 64"), (256, 516, 3, "512 x 2
         rates = [run(rows, ctx, parts, stages, d, per_sm) for d in (0, 300, 600, 1200)]
         print(f"{label:12s} {stages:6d} {per_sm:9d}                " +
               " ".join(f"{r:6.2f}" for r in rates))
+print("with the kernel's table lookups (t) and q loads (q): 2 stages, 3 blocks per SM")
+print("shape        extras     delay(cycles): 0      300    600    1200")
+for rows, ctx, parts, label in ((64, 516, 3, "512 x 64"), (256, 516, 3, "512 x 256"),
+                                (16, 32772, 17, "32k x 16")):
+    for use_table, use_q in ((True, False), (False, True), (True, True)):
+        rates = [run(rows, ctx, parts, 2, d, 3, use_table, use_q) for d in (0, 300, 600, 1200)]
+        extras = ("t" if use_table else "") + ("q" if use_q else "")
+        print(f"{label:12s} {extras:10s}                " + " ".join(f"{r:6.2f}" for r in rates))
