@@ -8,7 +8,9 @@ math. Prints TB/s of K/V read for the 512-context shape (3 parts of 192 keys: 3 
 and the 32k one (17 parts: 30 tiles per warp), over delays, stage counts and blocks per SM; then
 with the kernel's other memory traffic added: each tile's rows looked up in a page table one tile
 ahead (pages shuffled per row), and each warp's q loads at its start.
-Usage: python3 bench/decode_pipeline_probe.py"""
+Usage: [PROBE_DELAYS=0,300,...] python3 bench/decode_pipeline_probe.py"""
+import os
+
 import cupy as cp
 
 src = r'''
@@ -85,6 +87,8 @@ kernel = cp.RawKernel(src, "pipeline", options=("-std=c++17",))
 kernel.max_dynamic_shared_size_bytes = 227 * 1024
 sms = cp.cuda.Device().attributes["MultiProcessorCount"]
 tile_bytes = 2 * 16 * 136 * 2
+# Spin cycles per tile (PROBE_DELAYS="0,300,600,1200" by default).
+delays = [int(d) for d in os.environ.get("PROBE_DELAYS", "0,300,600,1200").split(",")]
 
 
 def run(rows, ctx, parts, stages, delay, blocks_per_sm, use_table=False, use_q=False):
@@ -120,18 +124,18 @@ def run(rows, ctx, parts, stages, delay, blocks_per_sm, use_table=False, use_q=F
 
 
 print(f"SMs {sms}; TB/s of K/V read (16-key tiles, 4 warps per block)")
-print("shape        stages blocks/SM delay(cycles): 0      300    600    1200")
+print("shape        stages blocks/SM delay(cycles): " + " ".join(f"{d:6d}" for d in delays))
 for rows, ctx, parts, label in ((64, 516, 3, "512 x 64"), (256, 516, 3, "512 x 256"),
                                 (16, 32772, 17, "32k x 16")):
     for stages, per_sm in ((2, 3), (3, 2), (2, 2), (4, 1)):
-        rates = [run(rows, ctx, parts, stages, d, per_sm) for d in (0, 300, 600, 1200)]
+        rates = [run(rows, ctx, parts, stages, d, per_sm) for d in delays]
         print(f"{label:12s} {stages:6d} {per_sm:9d}                " +
               " ".join(f"{r:6.2f}" for r in rates))
 print("with the kernel's table lookups (t) and q loads (q): 2 stages, 3 blocks per SM")
-print("shape        extras     delay(cycles): 0      300    600    1200")
+print("shape        extras     delay(cycles): " + " ".join(f"{d:6d}" for d in delays))
 for rows, ctx, parts, label in ((64, 516, 3, "512 x 64"), (256, 516, 3, "512 x 256"),
                                 (16, 32772, 17, "32k x 16")):
     for use_table, use_q in ((True, False), (False, True), (True, True)):
-        rates = [run(rows, ctx, parts, 2, d, 3, use_table, use_q) for d in (0, 300, 600, 1200)]
+        rates = [run(rows, ctx, parts, 2, d, 3, use_table, use_q) for d in delays]
         extras = ("t" if use_table else "") + ("q" if use_q else "")
         print(f"{label:12s} {extras:10s}                " + " ".join(f"{r:6.2f}" for r in rates))
