@@ -107,8 +107,6 @@ void run_attention(const Tensor& q, const ops::KvLayerView& kv, const ops::Atten
   args.split_rule = split_rule_for(kv);
   args.max_parts = args.split_rule.parts_bound(summary.max_decode_context);
   args.early_fetch = decode_early_fetch();
-  static const bool softcap_out_of_line = env_switch_on("RINGLM_CUDA_SOFTCAP_OUT_OF_LINE");
-  args.softcap_out_of_line = softcap_out_of_line;
   args.affine_prefetch = decode_affine_prefetch();
   if (summary.decode_rows > 0) {
     // Partials of every (row, head, part); rows that are not decode rows leave theirs unused.

@@ -9,18 +9,6 @@ namespace ringlm::cuda::device {
 // Kernels keep scores in log2 units (exp2 is one instruction).
 constexpr float kLog2e = 1.4426950408889634f, kLn2 = 0.6931471805599453f;
 
-// Soft-capped scores in log2 units, cap · tanh(s / cap) · log2(e), for the tensor-core kernels'
-// four scores per lane and tile. Out of line on purpose: inlined under `if (capped)`, the
-// compiler computed tanhf for every score of uncapped models too and selected the result (~140
-// of a 16-key decode tile's ~480 instructions; docs/benchmarks.md, thirteenth session).
-static __device__ __noinline__ float4 capped_scores_log2(float4 s, float cap) {
-  return make_float4(cap * tanhf(s.x / cap) * kLog2e, cap * tanhf(s.y / cap) * kLog2e,
-                     cap * tanhf(s.z / cap) * kLog2e, cap * tanhf(s.w / cap) * kLog2e);
-}
-static __device__ __noinline__ float capped_score_log2(float s, float cap) {
-  return cap * tanhf(s / cap) * kLog2e;
-}
-
 // Decode queries are split into parts of `split` visible keys (flash decoding). The split depends
 // only on the query's own key count, never on the batch, so a row's bits do not either: the
 // smallest multiple of min_keys that gives at most part_limit parts (per K/V format:
@@ -73,8 +61,6 @@ struct AttnArgs {
   // The tensor-core decode kernels fetch the first tiles of keys older than the query's own
   // before waiting for the kernel before them (no kernel of the step writes those; pdl.cuh).
   bool early_fetch;
-  // Soft-capping through capped_scores_log2 (out of line); false: inline as before. Same bits.
-  bool softcap_out_of_line;
   // Affine K/V at head dims <= 128: the tensor-core decode kernel loads a tile's codes two tiles
   // ahead (device/decode_tiles.cuh AffineTiles); false: at use (ReaderTiles). Same bits.
   bool affine_prefetch;

@@ -194,11 +194,7 @@ __global__ void __launch_bounds__(kG * 32) prefill_tc_kernel(const AttnArgs a, c
         const bool visible = key_pos <= q_pos && (in_window || key_pos < a.sink_tokens) &&
                              (e < 2 ? g < nq : g + 8 < nq);
         float x = s[nt][e];
-        if (a.softcap_out_of_line) {
-          if (capped) x = capped_score_log2(x, a.softcap);
-        } else {
-          if (capped) x = a.softcap * tanhf(x / a.softcap) * kLog2e;
-        }
+        if (capped) x = a.softcap * tanhf(x / a.softcap) * kLog2e;
         x = visible ? x : -INFINITY;
         s[nt][e] = x;
         if (e < 2) {

@@ -170,15 +170,6 @@ __device__ __forceinline__ void tc_write_partials(const AttnArgs& a, const TcDec
   merge_heads<kD, kTcDecodeThreads>(a, task.r, task.h0, task.heads);
 }
 
-// x ← capped_scores_log2(x) (one out-of-line call for a lane's four scores of a tile).
-__device__ __forceinline__ void cap_scores(float (&x)[4], float cap) {
-  const float4 y = capped_scores_log2(make_float4(x[0], x[1], x[2], x[3]), cap);
-  x[0] = y.x;
-  x[1] = y.y;
-  x[2] = y.z;
-  x[3] = y.w;
-}
-
 // The online softmax of one warp: Oᵀ fragments (m-tile i: o[i][0], o[i][1] = heads 2c, 2c + 1 of
 // the m-tile's row g; o[i][2], o[i][3] = of row g + 8; which dims those rows are is the kernel's),
 // and head g's m and l (l: this lane's share of the sum).
@@ -200,16 +191,10 @@ struct TcOnlineSoftmax {
                                                 int last, int c, uint32_t (&b)[2]) {
     const bool capped = a.softcap > 0.0f;
     float x[4] = {s[0][0], s[0][1], s[1][0], s[1][1]};
-    if (a.softcap_out_of_line) {
-      if (capped) cap_scores(x, a.softcap);
-    } else {
-#pragma unroll
-      for (int j = 0; j < 4; ++j)
-        if (capped) x[j] = a.softcap * tanhf(x[j] / a.softcap) * kLog2e;
-    }
     float tile_max = -INFINITY;
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
+      if (capped) x[j] = a.softcap * tanhf(x[j] / a.softcap) * kLog2e;
       const int key = i0 + 8 * (j >> 1) + 2 * c + (j & 1);
       x[j] = key < last ? x[j] : -INFINITY;
       tile_max = fmaxf(tile_max, x[j]);
@@ -287,16 +272,10 @@ struct TcHeadColumnsSoftmax {
                                                 int last, int g, uint32_t (&b)[2]) {
     const bool capped = a.softcap > 0.0f;
     float x[4] = {st[0], st[1], st[2], st[3]};
-    if (a.softcap_out_of_line) {
-      if (capped) cap_scores(x, a.softcap);
-    } else {
-#pragma unroll
-      for (int j = 0; j < 4; ++j)
-        if (capped) x[j] = a.softcap * tanhf(x[j] / a.softcap) * kLog2e;
-    }
     float tile_max[2] = {-INFINITY, -INFINITY};
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
+      if (capped) x[j] = a.softcap * tanhf(x[j] / a.softcap) * kLog2e;
       const int key = i0 + g + 8 * (j >> 1);
       x[j] = key < last ? x[j] : -INFINITY;
       tile_max[j & 1] = fmaxf(tile_max[j & 1], x[j]);
