@@ -17,7 +17,7 @@
 //   (device/attention_decode_tc.cuh), other usual shapes to the GQA-grouped CUDA-core kernel
 //   (device/attention_decode.cuh: one block per (row, kv head, part) for all the kv head's query
 //   heads), the rest to attention_split_kernel here (one block per (row, head, part)). Both leave
-//   (m, l, acc) per part and device::grouped_decode_merge_kernel merges the parts in order.
+//   (m, l, acc) per part and device::decode_merge_kernel merges the parts in order.
 // Each query's output is a fixed sequence of operations on its own position, window and keys,
 // whatever else is in the step: a row's bits are the same alone or batched.
 //

@@ -136,7 +136,7 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
 
 // Split-K for decode shapes the grouped kernel does not serve (device/attention_decode.cuh):
 // block (row · q_heads + head, part) over the visible keys [part·S, (part + 1)·S), S =
-// split_rule.split(count); device::grouped_decode_merge_kernel merges the parts.
+// split_rule.split(count); device::decode_merge_kernel merges the parts.
 template <typename Kv, int kChunks>
 __global__ void __launch_bounds__(kThreadsPerBlock)
     attention_split_kernel(const AttnArgs a, const Kv kv) {

@@ -9,7 +9,7 @@
 // formats are loaded one iteration ahead, packed). Per key and head: t = log2(e)·s with
 // s = q·k · scale (soft-capped); when t > m + 8 the reference moves (m' = t, l and acc scaled by
 // 2^(m − m')); then p = 2^(t − m), l += p, acc += p·v. The key groups merge in shared memory in
-// group order and the block writes its part's (m, l, acc) per head; grouped_decode_merge_kernel
+// group order and the block writes its part's (m, l, acc) per head; decode_merge_kernel
 // merges the parts in order.
 // Every step is a fixed sequence on the row's own keys (the split rule depends on the row alone):
 // a row's bits are the same alone or batched.

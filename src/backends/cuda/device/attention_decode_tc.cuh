@@ -12,7 +12,7 @@
 //   Oᵀ += Vᵀ·Pᵀ (dims × 8 heads; V through ldmatrix.trans, P rounded to the tile dtype).
 // The S accumulator's rows for heads 0..7 are exactly Pᵀ's B fragment (keys 2c, 2c + 1, 2c + 8,
 // 2c + 9 of head g), so P never leaves registers. The warps merge in shared memory in warp order
-// and the block writes its part's (m, l, acc) per head for grouped_decode_merge_kernel.
+// and the block writes its part's (m, l, acc) per head for decode_merge_kernel.
 // Every operation depends only on the row's own keys (the split rule is per row): a row's bits are
 // the same alone or batched.
 #pragma once

@@ -1,7 +1,7 @@
 // The merge of a decode query's split-K parts into its output row: the decode kernels leave
-// (m, l, acc) per (row, head, part); the merge weighs the parts by 2^(m_p − m_all) in part order
-// and divides by the summed l. For TurboQuant the same pass can also apply the deferred inverse
-// rotation (turbo_decode_merge_kernel): one kernel less per layer in decode steps.
+// (m, l, acc) per (row, head, part); the merge weighs the parts by 2^(m_p − m_all), sums them in
+// part order and divides by the summed l. For TurboQuant the same pass also applies the deferred
+// inverse rotation: no rotation kernel in decode steps.
 // Both merges run the same functions on the same partials, so a row's bits do not depend on
 // which one ran (or on the batch: the split rule depends on the row alone).
 #pragma once
@@ -15,115 +15,131 @@
 
 namespace ringlm::cuda::device {
 
-// The parts of decode row r's head h and their merged m and l.
-struct MergedParts {
-  int parts;
-  int64_t base;  // (r · q_heads + h) · max_parts: the first part's slot
-  float m_all, l_all;
-  int64_t out_row;  // q0 · q_heads + h: the output row
-};
-
-// False when row r has no decode query to merge here (several queries, or one outside the
-// computed range).
-__device__ __forceinline__ bool merged_parts(const AttnArgs& a, int r, int h, MergedParts& mp) {
+// One warp merges decode row r's head h: dim 32c + lane (c < kSlots, dims past head_dim left
+// zero) into y[c]; false when row r has no decode query to merge here (several queries, or one
+// outside the computed range). Lane p of each run of 32 parts loads that part's m and l and
+// weighs it once (2^(m_p − m_all) in natural units); the output then sums the parts in part order,
+// each lane's loads of several parts issued before their sum — a merge is a chain of L2 reads of
+// another block's partials, and its latency is what a decode step waits for.
+template <int kSlots>
+__device__ __forceinline__ bool merge_head(const AttnArgs& a, int r, int h, float (&y)[kSlots],
+                                           int64_t& out_row) {
+  const int lane = static_cast<int>(threadIdx.x) & 31;
   const int q0 = a.query_start[r];
   if (a.query_start[r + 1] - q0 != 1 || !query_wanted(a, a.context_len[r] - 1)) return false;
   const VisibleKeys keys(a.context_len[r] - 1, a.window, a.sink_tokens);
-  mp.parts = a.split_rule.parts(keys.count);
-  mp.base = (static_cast<int64_t>(r) * a.q_heads + h) * a.max_parts;
-  mp.out_row = static_cast<int64_t>(q0) * a.q_heads + h;
-  mp.m_all = -INFINITY;
-  for (int p = 0; p < mp.parts; ++p) mp.m_all = fmaxf(mp.m_all, a.part_ml[2 * (mp.base + p)]);
-  mp.l_all = 0.0f;
-  for (int p = 0; p < mp.parts; ++p)
-    mp.l_all += a.part_ml[2 * (mp.base + p) + 1] * expf(a.part_ml[2 * (mp.base + p)] - mp.m_all);
+  const int parts = a.split_rule.parts(keys.count);
+  const int64_t base = (static_cast<int64_t>(r) * a.q_heads + h) * a.max_parts;
+  const float* ml = a.part_ml + 2 * base;
+  out_row = static_cast<int64_t>(q0) * a.q_heads + h;
+  float m_all = -INFINITY;
+  for (int p = lane; p < parts; p += 32) m_all = fmaxf(m_all, ml[2 * p]);
+  m_all = warp_max(m_all);
+  float l_lane = 0.0f;
+#pragma unroll
+  for (int c = 0; c < kSlots; ++c) y[c] = 0.0f;
+  // Parts whose loads are in flight together: 8 loads a lane (the fused merge shares the decode
+  // kernel's register budget).
+  constexpr int kBatch = kSlots >= 8 ? 1 : 8 / kSlots;
+  for (int p0 = 0; p0 < parts; p0 += 32) {
+    const int p = p0 + lane, n = min(32, parts - p0);
+    const float w = p < parts ? expf(ml[2 * p] - m_all) : 0.0f;
+    l_lane += p < parts ? ml[2 * p + 1] * w : 0.0f;
+    const float* acc = a.part_acc + (base + p0) * a.head_dim + lane;
+    const int64_t stride = a.head_dim;
+    for (int j0 = 0; j0 < n; j0 += kBatch) {
+      float x[kBatch][kSlots];
+#pragma unroll
+      for (int i = 0; i < kBatch; ++i) {
+#pragma unroll
+        for (int c = 0; c < kSlots; ++c) {
+          const bool in = j0 + i < n && 32 * c + lane < stride;
+          x[i][c] = in ? acc[(j0 + i) * stride + 32 * c] : 0.0f;
+        }
+      }
+#pragma unroll
+      for (int i = 0; i < kBatch; ++i) {
+        const float wi = __shfl_sync(kFullMask, w, (j0 + i) & 31);  // 0 past the parts
+#pragma unroll
+        for (int c = 0; c < kSlots; ++c) y[c] += x[i][c] * wi;
+      }
+    }
+  }
+  const float l_all = warp_sum(l_lane);  // xor butterfly: every lane gets the same bits
+#pragma unroll
+  for (int c = 0; c < kSlots; ++c) y[c] = y[c] / l_all;
   return true;
 }
 
-// Output dim d of the merged row.
-__device__ __forceinline__ float merged_output(const AttnArgs& a, const MergedParts& mp, int d) {
-  float o = 0.0f;
-  for (int p = 0; p < mp.parts; ++p)
-    o += a.part_acc[(mp.base + p) * a.head_dim + d] * expf(a.part_ml[2 * (mp.base + p)] - mp.m_all);
-  return o / mp.l_all;
-}
-
 // Heads h0 .. h0 + heads - 1 of decode row r merged into out by one block of kThreads threads,
-// a warp per head — the merge kernels' functions on the same partials, so the same bits — and,
-// with merge_unrotate_signs, un-rotated as turbo_decode_merge_kernel does. Used by the last
-// block of a tensor-core decode task (tc_write_partials).
+// a warp per head, and, with merge_unrotate_signs, un-rotated: the merge kernels' functions on the
+// same partials, so the same bits. Used by the last block of a tensor-core decode task
+// (tc_write_partials).
 template <int kD, int kThreads>
 __device__ __forceinline__ void merge_heads(const AttnArgs& a, int r, int h0, int heads) {
+  constexpr int kSlots = kD / 32;
   const int warp = static_cast<int>(threadIdx.x) >> 5, lane = static_cast<int>(threadIdx.x) & 31;
   for (int hh = warp; hh < heads; hh += kThreads / 32) {
-    MergedParts mp;
-    if (!merged_parts(a, r, h0 + hh, mp)) continue;
-    float* orow = a.out + mp.out_row * kD;
+    float y[kSlots];
+    int64_t out_row;
+    if (!merge_head<kSlots>(a, r, h0 + hh, y, out_row)) continue;
+    float* orow = a.out + out_row * kD;
     if (a.merge_unrotate_signs != nullptr) {
-      constexpr int kSlots = kD / 32;
-      float y[kSlots];
-#pragma unroll
-      for (int c = 0; c < kSlots; ++c) y[c] = merged_output(a, mp, c * 32 + lane);
       store_unrotated<kSlots>(y, a.merge_unrotate_signs, orow);
     } else {
-      for (int d = lane; d < kD; d += 32) orow[d] = merged_output(a, mp, d);
+#pragma unroll
+      for (int c = 0; c < kSlots; ++c) orow[32 * c + lane] = y[c];
     }
   }
 }
 
-// Block (row · q_heads + head) merges the decode query's parts in order into out. A template (on
-// its block size) so that the translation units including this header share one definition.
-constexpr int kMergeThreads = 128;
-template <int kThreads>
-__global__ void __launch_bounds__(kThreads) grouped_decode_merge_kernel(const AttnArgs a) {
-  wait_prior_grid();
-  launch_dependents();
-  MergedParts mp;
-  const int r = static_cast<int>(blockIdx.x) / a.q_heads;
-  if (!merged_parts(a, r, static_cast<int>(blockIdx.x) % a.q_heads, mp)) return;
-  float* orow = a.out + mp.out_row * a.head_dim;
-  for (int d = static_cast<int>(threadIdx.x); d < a.head_dim; d += kThreads)
-    orow[d] = merged_output(a, mp, d);
-}
-
-// TurboQuant: one warp per (row, head) merges dims 32c + lane (c < kSlots) as above, then applies
-// x = signs ⊙ H(x)/√d to the row in registers, the ops of turbo_rotation.cu's kernel (bit for bit
-// kv::turbo_unrotate).
+// One warp per (row, head) merges the decode query's parts into out (merge_head); with
+// merge_unrotate_signs (TurboQuant) it then applies x = signs ⊙ H(x)/√d to the row in registers,
+// the ops of turbo_rotation.cu's kernel (bit for bit kv::turbo_unrotate). kSlots ≥ head_dim / 32.
 constexpr int kMergeWarps = 4;
 template <int kSlots>
-__global__ void __launch_bounds__(32 * kMergeWarps) turbo_decode_merge_kernel(const AttnArgs a) {
+__global__ void __launch_bounds__(32 * kMergeWarps) decode_merge_kernel(const AttnArgs a) {
   wait_prior_grid();
   launch_dependents();
-  constexpr int kDim = 32 * kSlots;  // = head_dim
   const int64_t task = int64_t{blockIdx.x} * kMergeWarps + (threadIdx.x >> 5);
   if (task >= int64_t{a.num_rows} * a.q_heads) return;  // the whole warp
-  MergedParts mp;
-  if (!merged_parts(a, static_cast<int>(task / a.q_heads), static_cast<int>(task % a.q_heads), mp))
-    return;
-  const int lane = static_cast<int>(threadIdx.x) & 31;
   float y[kSlots];
+  int64_t out_row;
+  if (!merge_head<kSlots>(a, static_cast<int>(task / a.q_heads), static_cast<int>(task % a.q_heads),
+                          y, out_row))
+    return;
+  float* orow = a.out + out_row * a.head_dim;
+  if (a.merge_unrotate_signs != nullptr) {
+    store_unrotated<kSlots>(y, a.merge_unrotate_signs, orow);  // head_dim = 32·kSlots
+    return;
+  }
+  const int lane = static_cast<int>(threadIdx.x) & 31;
 #pragma unroll
-  for (int c = 0; c < kSlots; ++c) y[c] = merged_output(a, mp, c * 32 + lane);
-  store_unrotated<kSlots>(y, a.merge_unrotate_signs, a.out + mp.out_row * kDim);
+  for (int c = 0; c < kSlots; ++c)
+    if (32 * c + lane < a.head_dim) orow[32 * c + lane] = y[c];
 }
 
 // Merges every decode row's parts (args.part_ml/part_acc) into out; with
 // args.merge_unrotate_signs, un-rotated (head_dim a power of two, 32 … 256).
 inline void launch_decode_merge(const AttnArgs& args, cudaStream_t stream) {
+  const int64_t tasks = int64_t{args.num_rows} * args.q_heads;
+  const dim3 grid(static_cast<unsigned>((tasks + kMergeWarps - 1) / kMergeWarps));
+  const auto launch = [&]<int kSlots>() {
+    launch_pdl(decode_merge_kernel<kSlots>, grid, dim3(32 * kMergeWarps), 0, stream, args);
+  };
+  const int D = args.head_dim;
   if (args.merge_unrotate_signs != nullptr) {
-    const int64_t tasks = int64_t{args.num_rows} * args.q_heads;
-    const auto blocks = static_cast<unsigned>((tasks + kMergeWarps - 1) / kMergeWarps);
-    with_turbo_slots(args.head_dim, [&]<int kSlots>() {
-      launch_pdl(turbo_decode_merge_kernel<kSlots>, dim3(blocks), dim3(32 * kMergeWarps), 0, stream,
-                 args);
-    });
-    check_launch("turbo_decode_merge_kernel");
-    return;
+    with_turbo_slots(D, launch);  // a power of two
+  } else if (D <= 32) {
+    launch.template operator()<1>();
+  } else if (D <= 64) {
+    launch.template operator()<2>();
+  } else if (D <= 128) {
+    launch.template operator()<4>();
+  } else {
+    launch.template operator()<8>();  // attention's kMaxHeadDim
   }
-  launch_pdl(grouped_decode_merge_kernel<kMergeThreads>,
-             dim3(static_cast<unsigned>(args.num_rows * args.q_heads)), dim3(kMergeThreads), 0,
-             stream, args);
-  check_launch("grouped_decode_merge_kernel");
+  check_launch("decode_merge_kernel");
 }
 
 }  // namespace ringlm::cuda::device

@@ -112,7 +112,7 @@ __device__ __forceinline__ void tc_scores(const uint32_t (&qf)[kD / 16][2], int 
 
 // The block's result for its part: the warps merge in shared memory in warp order
 // (weight_w = 2^(m_w − m_all), 0 for a warp without keys) and write (m, l, acc) per head for
-// grouped_decode_merge_kernel, m in natural units. store_ml(m_row, l_row) puts this warp's m and
+// decode_merge_kernel, m in natural units. store_ml(m_row, l_row) puts this warp's m and
 // l of each head into m_row[head], l_row[head] (some lane per head); o_dim(i, h): the dim of the
 // Oᵀ m-tile i's row g (h = 0) or g + 8 (h = 1), whose columns are heads 2c, 2c + 1. Ends with the
 // block's shared memory reused: call after every warp is done with its tiles.
