@@ -1,14 +1,17 @@
 // prepare_attention on the GPU (ops.h): per-head RMS norm of q and k, rope, and the K/V write to
 // a 16/32-bit cache in one kernel — bit for bit rms_norm (norm.cu), rope (rope.cu) and kv_write
 // (kv_write.cu), through the arithmetic they share (device/rope_norm.cuh). One warp per (token,
-// head): a decode step's 40 heads are 40 warps on 10 SMs, not a loop on one. Affine and TurboQuant
-// caches get the norm and rope here and their quantizing write after (kv_write_quantized.cu).
+// head): a decode step's 40 heads are 40 warps on 10 SMs, not a loop on one. TurboQuant caches get
+// their quantizing write here too (device/turbo_encode.cuh, the bytes of kv_write): at one row of
+// 32k context the separate write kernel was 4 % of a decode step. Affine caches get the norm and
+// rope here and their quantizing write after (kv_write_quantized.cu).
 #include <cstdint>
 
 #include "backends/cuda/cuda_ops.h"
 #include "backends/cuda/device/common.cuh"
 #include "backends/cuda/device/pdl.cuh"
 #include "backends/cuda/device/rope_norm.cuh"
+#include "backends/cuda/device/turbo_encode.cuh"
 #include "backends/cuda/quantized_kv.h"
 
 namespace ringlm::cuda {
@@ -37,10 +40,17 @@ struct PrepareArgs {
 };
 
 // Block (t, y): token t, heads y·kWarps ... (q heads first, then k heads); warp w takes one.
+// kTurboSlots > 0: the K/V rows go to the TurboQuant planes `turbo` (head_dim 32·kTurboSlots,
+// widths as device::turbo_encode_row's), not to a 16/32-bit cache.
+template <int kTurboSlots, int kKeyBits, int kValueBits>
 __global__ void __launch_bounds__(kWarps * 32)
-    prepare_attention_kernel(const PrepareArgs a, DeviceErrorRecord* errors) {
+    prepare_attention_kernel(const PrepareArgs a, const device::TurboPlanes turbo,
+                             DeviceErrorRecord* errors) {
+  constexpr bool kTurbo = kTurboSlots > 0;
   __shared__ float cs[kMaxRopeHalf], sn[kMaxRopeHalf];
   __shared__ float staged[kWarps][kMaxStagedDim];
+  __shared__ float bounds[kTurbo ? device::kMaxTurboBounds : 1];
+  if constexpr (kTurbo) device::load_turbo_bounds<kValueBits>(turbo, bounds);  // a constant table
   device::wait_prior_grid();
   device::launch_dependents();
   const int64_t t = blockIdx.x;
@@ -78,7 +88,7 @@ __global__ void __launch_bounds__(kWarps * 32)
     __syncwarp();
   }
   int64_t slot = -1;
-  if (!is_q && a.k_cache != nullptr) {
+  if (!is_q && (kTurbo || a.k_cache != nullptr)) {
     slot = a.slots[t];
     if (slot < 0 || slot >= a.capacity) {
       if (kv_head == 0 && lane == 0)
@@ -86,23 +96,32 @@ __global__ void __launch_bounds__(kWarps * 32)
       slot = -1;
     }
   }
+  const bool dense_write = !kTurbo && slot >= 0;
   const int64_t cache_at = (slot * a.kv_heads + kv_head) * a.dim;
   for (int i = lane; i < a.half; i += 32) {
     float x1 = row[i], x2 = row[i + a.half];
     device::rope_rotate(x1, x2, cs[i], sn[i]);
     x[i] = x1;
     x[i + a.half] = x2;
-    if (slot >= 0) {
+    if (dense_write) {
       device::store_float(a.k_cache, a.cache_dtype, cache_at + i, x1);
       device::store_float(a.k_cache, a.cache_dtype, cache_at + i + a.half, x2);
     }
   }
   for (int i = 2 * a.half + lane; i < a.dim; i += 32) {  // past rotary_dim (partial rotary)
     x[i] = row[i];
-    if (slot >= 0) device::store_float(a.k_cache, a.cache_dtype, cache_at + i, row[i]);
+    if (dense_write) device::store_float(a.k_cache, a.cache_dtype, cache_at + i, row[i]);
   }
-  if (slot >= 0) {
-    const float* v = a.v + (t * a.kv_heads + kv_head) * a.dim;
+  if (slot < 0) return;
+  const float* v = a.v + (t * a.kv_heads + kv_head) * a.dim;
+  if constexpr (kTurbo) {
+    __syncwarp();  // the warp's lanes stored the roped row's dims in x
+    float k[kTurboSlots];
+#pragma unroll
+    for (int g = 0; g < kTurboSlots; ++g) k[g] = x[32 * g + lane];
+    device::turbo_encode_row<kTurboSlots, kKeyBits, kValueBits>(k, v, slot * a.kv_heads + kv_head,
+                                                                turbo, bounds);
+  } else {
     for (int i = lane; i < a.dim; i += 32)
       device::store_float(a.v_cache, a.cache_dtype, cache_at + i, v[i]);
   }
@@ -122,6 +141,7 @@ void prepare_attention(ops::AttentionInputs& in, const ops::QkTransform& transfo
   const ops::RopeTable& table = *transform.rope;
   const bool writes_kv = !in.k.empty();
   const bool dense_cache = writes_kv && kv->dense();
+  const bool turbo_cache = writes_kv && kv->turbo();
   PrepareArgs a{};
   a.heads = static_cast<int>(in.q.shape[1]);
   a.kv_heads = writes_kv ? static_cast<int>(in.k.shape[1]) : 0;
@@ -166,8 +186,19 @@ void prepare_attention(ops::AttentionInputs& in, const ops::QkTransform& transfo
   for (int i = 0; i < a.half; ++i) a.inv_freq[i] = table.inv_freq[static_cast<size_t>(i)];
   Context& ctx = Context::get();
   const auto head_blocks = static_cast<unsigned>((a.heads + a.kv_heads + kWarps - 1) / kWarps);
-  launch_pdl(prepare_attention_kernel, dim3(static_cast<unsigned>(T), head_blocks),
-             dim3(kWarps * 32), 0, ctx.stream(), a, ctx.errors());
+  const dim3 grid(static_cast<unsigned>(T), head_blocks);
+  if (turbo_cache) {
+    a.capacity = kv->k.shape[0] * kv->k.shape[1];
+    const device::TurboPlanes turbo = device::turbo_planes(*kv);
+    device::with_turbo_write(*kv, [&]<int kSlots, int kKeyBits, int kValueBits>() {
+      launch_pdl(prepare_attention_kernel<kSlots, kKeyBits, kValueBits>, grid, dim3(kWarps * 32), 0,
+                 ctx.stream(), a, turbo, ctx.errors());
+    });
+    check_launch("prepare_attention_kernel");
+    return;
+  }
+  launch_pdl(prepare_attention_kernel<0, 0, 0>, grid, dim3(kWarps * 32), 0, ctx.stream(), a,
+             device::TurboPlanes{}, ctx.errors());
   check_launch("prepare_attention_kernel");
   if (writes_kv && !dense_cache) kv_write_quantized(in.k, in.v, in.slots, *kv);
 }
