@@ -10,7 +10,8 @@
 //   DeviceRows path and in-place use give the same bits;
 // - batch invariance (a row alone = the same row batched, bitwise);
 // - the TurboQuant output un-rotation equals kv::turbo_unrotate bit for bit;
-// - a bad slot of a quantized write is reported by cuda::synchronize().
+// - a bad slot of a quantized write is reported by cuda::synchronize();
+// - prepare_attention's fused TurboQuant write equals rms_norm, rope and kv_write bit for bit.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -229,6 +230,69 @@ TEST(CudaQuantizedKv, KvWriteMatchesCpuBytes) {
   }
   for (const Format& f : all_turbo())
     for (int64_t D : {32, 64, 128, 256, 512}) check_write(f, D, seed++);
+}
+
+// prepare_attention on a TurboQuant view encodes K/V in its own kernel (device/turbo_encode.cuh):
+// q, k and every plane equal the separate GPU ops' bit for bit — per-head rms_norm, rope, then
+// kv_write (whose bytes are the CPU's: KvWriteMatchesCpuBytes) — for the compile-time k8v3 path
+// and run-time widths, head dims 64 … 512, partial rotary, and a slot outside the cache (skipped
+// by both, reported).
+TEST(CudaQuantizedKv, TurboPrepareAttentionEqualsSeparateOps) {
+  RINGLM_REQUIRE_GPU();
+  const Format formats[] = {{8, 32, 3}, {4, 32, 2}, {5, 32, 8}};
+  uint32_t seed = 300;
+  for (const Format& f : formats) {
+    for (const int64_t D : {64, 128, 256, 512}) {
+      SCOPED_TRACE(f.name() + " D=" + std::to_string(D));
+      const int64_t blocks = 5, bt = 4, kvh = 2, heads = 6, T = 7;
+      const RopeTable table =
+          testing::make_rope_table(static_cast<int>(D == 128 ? 64 : D), 1.1f, 1e6);
+      Owned q(DType::F32, {T, heads, D}), k(DType::F32, {T, kvh, D}), v(DType::F32, {T, kvh, D}),
+          pos(DType::I32, {T}), slots(DType::I32, {T}), q_norm(DType::BF16, {D}),
+          k_norm(DType::BF16, {D});
+      fill_rows(q, D, seed++, Extremes::Decodable);
+      fill_rows(k, D, seed++, Extremes::Decodable);
+      fill_rows(v, D, seed++, Extremes::Decodable);
+      testing::fill_uniform(q_norm, seed++, 0.5f, 1.5f);
+      testing::fill_uniform(k_norm, seed++, 0.5f, 1.5f);
+      std::vector<int32_t> order(static_cast<size_t>(blocks * bt));
+      std::iota(order.begin(), order.end(), 0);
+      std::shuffle(order.begin(), order.end(), std::mt19937(seed++));
+      for (int64_t t = 0; t < T; ++t) {
+        pos.p<int32_t>()[t] = static_cast<int32_t>(1000 * t + 7);
+        slots.p<int32_t>()[t] = order[static_cast<size_t>(t)];
+      }
+      slots.p<int32_t>()[3] = static_cast<int32_t>(blocks * bt);  // outside the cache
+      const RmsNormConfig norm{1e-6f, false};
+      const HostCache empty(f, blocks, bt, kvh, D);
+      OnDevice dpos(pos), dslots(slots), dqn(q_norm), dkn(k_norm);
+      const QkTransform transform{&dqn.t(), &dkn.t(), norm, &table};
+      // The fused op.
+      OnDevice fq(q), fk(k), fv(v);
+      DeviceCache fused(empty);
+      KvLayerView fused_view = fused.view();
+      AttentionInputs in{fq.t(), fk.t(), fv.t(), dpos.t(), dslots.t()};
+      prepare_attention(in, transform, &fused_view);
+      EXPECT_THROW(cuda::synchronize(), Error) << "the bad slot is reported";
+      // The separate ops.
+      OnDevice sq(q), sk(k), sv(v);
+      DeviceCache separate(empty);
+      KvLayerView separate_view = separate.view();
+      Tensor q_rows = sq.t().reshape({T * heads, D}), k_rows = sk.t().reshape({T * kvh, D});
+      rms_norm(q_rows, dqn.t(), norm, q_rows);
+      rope(sq.t(), dpos.t(), table);
+      rms_norm(k_rows, dkn.t(), norm, k_rows);
+      rope(sk.t(), dpos.t(), table);
+      kv_write(sk.t(), sv.t(), dslots.t(), separate_view);
+      EXPECT_THROW(cuda::synchronize(), Error);
+      ASSERT_TRUE(testing::bitwise_equal(fq.to_host().t(), sq.to_host().t())) << "q";
+      ASSERT_TRUE(testing::bitwise_equal(fk.to_host().t(), sk.to_host().t())) << "k";
+      for (size_t i = 0; i < fused.planes.size(); ++i) {
+        const Owned a = fused.planes[i]->to_host(), b = separate.planes[i]->to_host();
+        expect_same_bytes(a.t(), b.t(), kPlaneNames[i]);
+      }
+    }
+  }
 }
 
 // A cache whose every slot holds the quantized K/V of random rows (extreme ones mixed in),

@@ -46,8 +46,12 @@ struct TurboK8V3Fragments {
   static constexpr int kValueDims = kD / 8;        // dims of a value row this lane decodes
   static constexpr int kValueBytes = 3 * kD / 64;  // their 3-bit codes: 3, 6 or 12 bytes
   static constexpr int kValueWords = kD == 256 ? 3 : 2;
-  static constexpr int kAhead = kD <= 128 ? 2 : 1;  // tiles in flight in registers
-  static constexpr int kMinBlocks = kD <= 128 ? 3 : 2;
+  // Tiles in flight per warp (in registers) and blocks per SM (the register budget). head_dim 128:
+  // one tile and 4 blocks (126 registers) beat two tiles and 3 (168) — more warps per SM for as
+  // many bytes in flight: +1.9 % at 32k × 1 and +7.1 % at 32k × 16 (H100, docs/benchmarks.md,
+  // sixteenth session); two tiles in 128 registers spill and lose (0.96 / 0.83).
+  static constexpr int kAhead = kD == 64 ? 2 : 1;
+  static constexpr int kMinBlocks = kD == 64 ? 3 : (kD == 128 ? 4 : 2);
 
   // One tile's codes and scales for this lane, loaded ahead of use and left untouched until the
   // tile is consumed (any use in fetch would wait for the loads there).
@@ -57,7 +61,8 @@ struct TurboK8V3Fragments {
     uint32_t v[4][kValueWords];  // keys 2c, 2c + 1, 2c + 8, 2c + 9: the words holding this
                                  // lane's codes
     uint32_t vs[4];              // their scales (f16 bits)
-    uint32_t valid;              // bit n: key 8n + g; bit 2 + kk: value key kk (else zeros)
+    uint32_t key_valid;          // bit n: key 8n + g (else zeros)
+    uint32_t value_valid;        // bit kk: value key kk (else zeros)
   };
 
   TurboKvReader<8, 3> kv;
@@ -87,11 +92,17 @@ struct TurboK8V3Fragments {
   // decoded as zeros).
   __device__ __forceinline__ Raw fetch(int my_row, int g, int c) const {
     Raw raw;
-    raw.valid = 0;
+    fetch_keys(raw, my_row, g, c);
+    fetch_values(raw, my_row, g, c);
+    return raw;
+  }
+  // The tile's key codes and scales (what scores() reads).
+  __device__ __forceinline__ void fetch_keys(Raw& raw, int my_row, int g, int c) const {
+    raw.key_valid = 0;
 #pragma unroll
     for (int n = 0; n < 2; ++n) {
       const int row = __shfl_sync(kFullMask, my_row, 8 * n + g);
-      raw.valid |= row >= 0 ? 1u << n : 0u;
+      raw.key_valid |= row >= 0 ? 1u << n : 0u;
       const uint64_t r = static_cast<uint32_t>(row >= 0 ? row : 0);  // one IMAD.WIDE per offset
       const auto* codes = reinterpret_cast<const uint4*>(kv.k + r * kD + 16 * c);
 #pragma unroll
@@ -99,11 +110,15 @@ struct TurboK8V3Fragments {
       load_words(kv.k_scales + r * (kD / 32), raw.ks[n]);
       load_words(kv.k_zeros + r * (kD / 32), raw.kz[n]);
     }
+  }
+  // The tile's value codes and scales (what accumulate() reads).
+  __device__ __forceinline__ void fetch_values(Raw& raw, int my_row, int g, int c) const {
+    raw.value_valid = 0;
     const int offset = kValueBytes * g;
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk) {
       const int row = __shfl_sync(kFullMask, my_row, 2 * c + (kk & 1) + 8 * (kk >> 1));
-      raw.valid |= row >= 0 ? 4u << kk : 0u;
+      raw.value_valid |= row >= 0 ? 1u << kk : 0u;
       const uint64_t r = static_cast<uint32_t>(row >= 0 ? row : 0);
       const auto* words =
           reinterpret_cast<const uint32_t*>(kv.v + r * (3 * kD / 8) + (offset & ~3));
@@ -115,7 +130,6 @@ struct TurboK8V3Fragments {
       raw.vs[kk] =
           reinterpret_cast<const uint16_t*>(kv.v_scales)[r * (kD / 32) + kValueDims * g / 32];
     }
-    return raw;
   }
 
   // Sᵀ = K·Qᵀ for the tile (keys as the mma's rows: one m16n8k16 per k-step for all 16 keys, and
@@ -133,7 +147,7 @@ struct TurboK8V3Fragments {
 #pragma unroll
       for (int n = 0; n < 2; ++n) {
         // No key: scale 0, so k̂ = 0.
-        const uint32_t key_mask = (raw.valid >> n) & 1u ? 0xFFFFFFFFu : 0u;
+        const uint32_t key_mask = (raw.key_valid >> n) & 1u ? 0xFFFFFFFFu : 0u;
         scale[n] = as_half2(prmt(raw.ks[n][j], 0u, pick_scale) & key_mask);
         zero_scaled[n] = __hmul2(as_half2(prmt(raw.kz[n][j], 0u, pick_scale)), scale[n]);
       }
@@ -171,8 +185,8 @@ struct TurboK8V3Fragments {
     __half2 scale[2];  // keys (2c, 2c + 1) and (2c + 8, 2c + 9); no key: scale 0
 #pragma unroll
     for (int pair = 0; pair < 2; ++pair) {
-      const uint32_t mask = ((raw.valid >> (2 + 2 * pair)) & 1u ? 0x0000FFFFu : 0u) |
-                            ((raw.valid >> (3 + 2 * pair)) & 1u ? 0xFFFF0000u : 0u);
+      const uint32_t mask = ((raw.value_valid >> (2 * pair)) & 1u ? 0x0000FFFFu : 0u) |
+                            ((raw.value_valid >> (2 * pair + 1)) & 1u ? 0xFFFF0000u : 0u);
       scale[pair] = as_half2(prmt(raw.vs[2 * pair], raw.vs[2 * pair + 1], 0x5410u) & mask);
     }
 #pragma unroll
@@ -214,7 +228,9 @@ struct TurboK8V3Fragments {
   }
 };
 
-template <int kD>
+// kSplitFetch (one tile in flight): tile t + 1's keys are loaded as soon as tile t's scores are
+// computed, so they are in flight during its softmax and values, and its values after them.
+template <int kD, bool kSplitFetch>
 __global__ void __launch_bounds__(kTcDecodeThreads, TurboK8V3Fragments<kD>::kMinBlocks)
     decode_turbo_k8v3_kernel(const AttnArgs a, const TurboK8V3Fragments<kD> src) {
   using Source = TurboK8V3Fragments<kD>;
@@ -228,7 +244,8 @@ __global__ void __launch_bounds__(kTcDecodeThreads, TurboK8V3Fragments<kD>::kMin
   const int lane = static_cast<int>(threadIdx.x) & 31;
   const int g = lane >> 2, c = lane & 3;
   auto row_of = [&](int t) { return task.row(a, task.tile_start(t) + (lane & (kTcKeys - 1))); };
-  // Tiles t + 1 .. t + kAhead are in flight (in registers) while tile t is consumed; the
+  // Tiles t + 1 .. t + kAhead − 1 are in flight (in registers) while tile t is consumed, and
+  // tile t + kAhead's loads go out as it is (at kAhead 1 the block's other warps hide them); the
   // block-table lookups run a tile further ahead.
   typename Source::Raw raw[Source::kAhead];
   const bool early = a.early_fetch && task.settled(Source::kAhead - 1);
@@ -257,16 +274,30 @@ __global__ void __launch_bounds__(kTcDecodeThreads, TurboK8V3Fragments<kD>::kMin
     for (int k = 0; k < Source::kAhead; ++k) raw[k] = src.fetch(row_of(k), g, c);
   }
   int row_next = row_of(Source::kAhead);
-  for (int t = 0; t < tiles; t += Source::kAhead) {
+  if constexpr (kSplitFetch) {
+    static_assert(Source::kAhead == 1, "decode_turbo_k8v3_kernel: split fetch at one tile only");
+    for (int t = 0; t < tiles; ++t) {
+      float st[4];
+      src.scores(raw[0], qf, c, st);
+      src.fetch_keys(raw[0], row_next, g, c);  // unconditional, as below
+      uint32_t p[2];
+      soft.probabilities(a, st, task.tile_start(t), task.last, g, p);
+      src.accumulate(raw[0], g, p, soft.o);
+      src.fetch_values(raw[0], row_next, g, c);
+      row_next = row_of(t + 2);
+    }
+  } else {
+    for (int t = 0; t < tiles; t += Source::kAhead) {
 #pragma unroll
-    for (int k = 0; k < Source::kAhead; ++k) {
-      if (t + k >= tiles) break;
-      consume(raw[k], t + k);
-      // Unconditional (a tile past the end reads row 0 and is never consumed): a conditional
-      // load merges two values into raw[k], and the register copy that takes makes the warp
-      // wait for the load right here.
-      raw[k] = src.fetch(row_next, g, c);
-      row_next = row_of(t + k + Source::kAhead + 1);
+      for (int k = 0; k < Source::kAhead; ++k) {
+        if (t + k >= tiles) break;
+        consume(raw[k], t + k);
+        // Unconditional (a tile past the end reads row 0 and is never consumed): a conditional
+        // load merges two values into raw[k], and the register copy that takes makes the warp
+        // wait for the load right here.
+        raw[k] = src.fetch(row_next, g, c);
+        row_next = row_of(t + k + Source::kAhead + 1);
+      }
     }
   }
   constexpr int kValueDims = Source::kValueDims;
@@ -280,15 +311,28 @@ bool launch_decode_turbo_k8v3(const AttnArgs& args, const TurboKvReader<8, 3>& k
   using Source = TurboK8V3Fragments<kD>;
   if (!Source::aligned(kv)) return false;
   constexpr size_t kSmem = sizeof(TcPartials<kD>);
-  static const bool configured = [] {
-    RINGLM_CUDA_CHECK(cudaFuncSetAttribute(decode_turbo_k8v3_kernel<kD>,
-                                           cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                           static_cast<int>(kSmem)));
-    return true;
-  }();
-  (void)configured;
-  launch_pdl(decode_turbo_k8v3_kernel<kD>, tc_decode_grid(args), dim3(kTcDecodeThreads), kSmem,
-             stream, args, Source::make(kv));
+  const auto launch = [&]<bool kSplitFetch>() {
+    constexpr auto kernel = decode_turbo_k8v3_kernel<kD, kSplitFetch>;
+    static const bool configured = [] {
+      RINGLM_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                             static_cast<int>(sizeof(TcPartials<kD>))));
+      return true;
+    }();
+    (void)configured;
+    launch_pdl(kernel, tc_decode_grid(args), dim3(kTcDecodeThreads), kSmem, stream, args,
+               Source::make(kv));
+  };
+  // RINGLM_CUDA_TURBO_SPLIT_FETCH=1: the split fetch (an A/B switch; one tile in flight only).
+  static const bool split = env_switch_on("RINGLM_CUDA_TURBO_SPLIT_FETCH", false);
+  if constexpr (Source::kAhead == 1) {
+    if (split) {
+      launch.template operator()<true>();
+    } else {
+      launch.template operator()<false>();
+    }
+  } else {
+    launch.template operator()<false>();
+  }
   check_launch("decode_turbo_k8v3_kernel");
   return true;
 }
