@@ -49,7 +49,7 @@ struct TurboK8V3Fragments {
   // Tiles in flight per warp (in registers) and blocks per SM (the register budget). head_dim 128:
   // one tile and 4 blocks (126 registers) beat two tiles and 3 (168) — more warps per SM for as
   // many bytes in flight: +1.9 % at 32k × 1 and +7.1 % at 32k × 16 (H100, docs/benchmarks.md,
-  // sixteenth session); two tiles in 128 registers spill and lose (0.96 / 0.83).
+  // sixteenth session); two tiles in 128 registers spill and lose (0.93 / 0.81).
   static constexpr int kAhead = kD == 64 ? 2 : 1;
   static constexpr int kMinBlocks = kD == 64 ? 3 : (kD == 128 ? 4 : 2);
 
@@ -61,8 +61,7 @@ struct TurboK8V3Fragments {
     uint32_t v[4][kValueWords];  // keys 2c, 2c + 1, 2c + 8, 2c + 9: the words holding this
                                  // lane's codes
     uint32_t vs[4];              // their scales (f16 bits)
-    uint32_t key_valid;          // bit n: key 8n + g (else zeros)
-    uint32_t value_valid;        // bit kk: value key kk (else zeros)
+    uint32_t valid;              // bit n: key 8n + g; bit 2 + kk: value key kk (else zeros)
   };
 
   TurboKvReader<8, 3> kv;
@@ -92,17 +91,11 @@ struct TurboK8V3Fragments {
   // decoded as zeros).
   __device__ __forceinline__ Raw fetch(int my_row, int g, int c) const {
     Raw raw;
-    fetch_keys(raw, my_row, g, c);
-    fetch_values(raw, my_row, g, c);
-    return raw;
-  }
-  // The tile's key codes and scales (what scores() reads).
-  __device__ __forceinline__ void fetch_keys(Raw& raw, int my_row, int g, int c) const {
-    raw.key_valid = 0;
+    raw.valid = 0;
 #pragma unroll
     for (int n = 0; n < 2; ++n) {
       const int row = __shfl_sync(kFullMask, my_row, 8 * n + g);
-      raw.key_valid |= row >= 0 ? 1u << n : 0u;
+      raw.valid |= row >= 0 ? 1u << n : 0u;
       const uint64_t r = static_cast<uint32_t>(row >= 0 ? row : 0);  // one IMAD.WIDE per offset
       const auto* codes = reinterpret_cast<const uint4*>(kv.k + r * kD + 16 * c);
 #pragma unroll
@@ -110,15 +103,11 @@ struct TurboK8V3Fragments {
       load_words(kv.k_scales + r * (kD / 32), raw.ks[n]);
       load_words(kv.k_zeros + r * (kD / 32), raw.kz[n]);
     }
-  }
-  // The tile's value codes and scales (what accumulate() reads).
-  __device__ __forceinline__ void fetch_values(Raw& raw, int my_row, int g, int c) const {
-    raw.value_valid = 0;
     const int offset = kValueBytes * g;
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk) {
       const int row = __shfl_sync(kFullMask, my_row, 2 * c + (kk & 1) + 8 * (kk >> 1));
-      raw.value_valid |= row >= 0 ? 1u << kk : 0u;
+      raw.valid |= row >= 0 ? 4u << kk : 0u;
       const uint64_t r = static_cast<uint32_t>(row >= 0 ? row : 0);
       const auto* words =
           reinterpret_cast<const uint32_t*>(kv.v + r * (3 * kD / 8) + (offset & ~3));
@@ -130,6 +119,7 @@ struct TurboK8V3Fragments {
       raw.vs[kk] =
           reinterpret_cast<const uint16_t*>(kv.v_scales)[r * (kD / 32) + kValueDims * g / 32];
     }
+    return raw;
   }
 
   // Sᵀ = K·Qᵀ for the tile (keys as the mma's rows: one m16n8k16 per k-step for all 16 keys, and
@@ -147,7 +137,7 @@ struct TurboK8V3Fragments {
 #pragma unroll
       for (int n = 0; n < 2; ++n) {
         // No key: scale 0, so k̂ = 0.
-        const uint32_t key_mask = (raw.key_valid >> n) & 1u ? 0xFFFFFFFFu : 0u;
+        const uint32_t key_mask = (raw.valid >> n) & 1u ? 0xFFFFFFFFu : 0u;
         scale[n] = as_half2(prmt(raw.ks[n][j], 0u, pick_scale) & key_mask);
         zero_scaled[n] = __hmul2(as_half2(prmt(raw.kz[n][j], 0u, pick_scale)), scale[n]);
       }
@@ -185,8 +175,8 @@ struct TurboK8V3Fragments {
     __half2 scale[2];  // keys (2c, 2c + 1) and (2c + 8, 2c + 9); no key: scale 0
 #pragma unroll
     for (int pair = 0; pair < 2; ++pair) {
-      const uint32_t mask = ((raw.value_valid >> (2 * pair)) & 1u ? 0x0000FFFFu : 0u) |
-                            ((raw.value_valid >> (2 * pair + 1)) & 1u ? 0xFFFF0000u : 0u);
+      const uint32_t mask = ((raw.valid >> (2 + 2 * pair)) & 1u ? 0x0000FFFFu : 0u) |
+                            ((raw.valid >> (3 + 2 * pair)) & 1u ? 0xFFFF0000u : 0u);
       scale[pair] = as_half2(prmt(raw.vs[2 * pair], raw.vs[2 * pair + 1], 0x5410u) & mask);
     }
 #pragma unroll
@@ -228,9 +218,7 @@ struct TurboK8V3Fragments {
   }
 };
 
-// kSplitFetch (one tile in flight): tile t + 1's keys are loaded as soon as tile t's scores are
-// computed, so they are in flight during its softmax and values, and its values after them.
-template <int kD, bool kSplitFetch>
+template <int kD>
 __global__ void __launch_bounds__(kTcDecodeThreads, TurboK8V3Fragments<kD>::kMinBlocks)
     decode_turbo_k8v3_kernel(const AttnArgs a, const TurboK8V3Fragments<kD> src) {
   using Source = TurboK8V3Fragments<kD>;
@@ -274,30 +262,16 @@ __global__ void __launch_bounds__(kTcDecodeThreads, TurboK8V3Fragments<kD>::kMin
     for (int k = 0; k < Source::kAhead; ++k) raw[k] = src.fetch(row_of(k), g, c);
   }
   int row_next = row_of(Source::kAhead);
-  if constexpr (kSplitFetch) {
-    static_assert(Source::kAhead == 1, "decode_turbo_k8v3_kernel: split fetch at one tile only");
-    for (int t = 0; t < tiles; ++t) {
-      float st[4];
-      src.scores(raw[0], qf, c, st);
-      src.fetch_keys(raw[0], row_next, g, c);  // unconditional, as below
-      uint32_t p[2];
-      soft.probabilities(a, st, task.tile_start(t), task.last, g, p);
-      src.accumulate(raw[0], g, p, soft.o);
-      src.fetch_values(raw[0], row_next, g, c);
-      row_next = row_of(t + 2);
-    }
-  } else {
-    for (int t = 0; t < tiles; t += Source::kAhead) {
+  for (int t = 0; t < tiles; t += Source::kAhead) {
 #pragma unroll
-      for (int k = 0; k < Source::kAhead; ++k) {
-        if (t + k >= tiles) break;
-        consume(raw[k], t + k);
-        // Unconditional (a tile past the end reads row 0 and is never consumed): a conditional
-        // load merges two values into raw[k], and the register copy that takes makes the warp
-        // wait for the load right here.
-        raw[k] = src.fetch(row_next, g, c);
-        row_next = row_of(t + k + Source::kAhead + 1);
-      }
+    for (int k = 0; k < Source::kAhead; ++k) {
+      if (t + k >= tiles) break;
+      consume(raw[k], t + k);
+      // Unconditional (a tile past the end reads row 0 and is never consumed): a conditional
+      // load merges two values into raw[k], and the register copy that takes makes the warp
+      // wait for the load right here.
+      raw[k] = src.fetch(row_next, g, c);
+      row_next = row_of(t + k + Source::kAhead + 1);
     }
   }
   constexpr int kValueDims = Source::kValueDims;
@@ -311,28 +285,15 @@ bool launch_decode_turbo_k8v3(const AttnArgs& args, const TurboKvReader<8, 3>& k
   using Source = TurboK8V3Fragments<kD>;
   if (!Source::aligned(kv)) return false;
   constexpr size_t kSmem = sizeof(TcPartials<kD>);
-  const auto launch = [&]<bool kSplitFetch>() {
-    constexpr auto kernel = decode_turbo_k8v3_kernel<kD, kSplitFetch>;
-    static const bool configured = [] {
-      RINGLM_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                             static_cast<int>(sizeof(TcPartials<kD>))));
-      return true;
-    }();
-    (void)configured;
-    launch_pdl(kernel, tc_decode_grid(args), dim3(kTcDecodeThreads), kSmem, stream, args,
-               Source::make(kv));
-  };
-  // RINGLM_CUDA_TURBO_SPLIT_FETCH=1: the split fetch (an A/B switch; one tile in flight only).
-  static const bool split = env_switch_on("RINGLM_CUDA_TURBO_SPLIT_FETCH", false);
-  if constexpr (Source::kAhead == 1) {
-    if (split) {
-      launch.template operator()<true>();
-    } else {
-      launch.template operator()<false>();
-    }
-  } else {
-    launch.template operator()<false>();
-  }
+  static const bool configured = [] {
+    RINGLM_CUDA_CHECK(cudaFuncSetAttribute(decode_turbo_k8v3_kernel<kD>,
+                                           cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                           static_cast<int>(kSmem)));
+    return true;
+  }();
+  (void)configured;
+  launch_pdl(decode_turbo_k8v3_kernel<kD>, tc_decode_grid(args), dim3(kTcDecodeThreads), kSmem,
+             stream, args, Source::make(kv));
   check_launch("decode_turbo_k8v3_kernel");
   return true;
 }
