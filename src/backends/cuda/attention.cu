@@ -108,7 +108,6 @@ void run_attention(const Tensor& q, const ops::KvLayerView& kv, const ops::Atten
   args.max_parts = args.split_rule.parts_bound(summary.max_decode_context);
   args.early_fetch = decode_early_fetch();
   args.affine_prefetch = decode_affine_prefetch();
-  args.late_trigger = decode_late_trigger();
   if (summary.decode_rows > 0) {
     // Partials of every (row, head, part); rows that are not decode rows leave theirs unused.
     const int64_t slots = int64_t{drows.num_rows} * QH * args.max_parts;
@@ -201,32 +200,6 @@ void set_decode_merge_in_kernel(bool enabled) {
 
 bool decode_merge_in_kernel() {
   return merge_in_kernel_flag().load();
-}
-
-namespace {
-int rows_from_env(const char* name) {
-  const char* v = std::getenv(name);
-  const int rows = v == nullptr ? 0 : std::atoi(v);
-  return rows > 0 ? rows : 0;
-}
-std::atomic<int> g_dense_merge_rows{rows_from_env("RINGLM_CUDA_DENSE_MERGE_ROWS")};
-std::atomic<bool> g_late_trigger{env_switch_on("RINGLM_CUDA_DECODE_LATE_TRIGGER", false)};
-}  // namespace
-
-void set_decode_dense_merge_rows(int rows) {
-  g_dense_merge_rows.store(rows > 0 ? rows : 0);
-}
-
-int decode_dense_merge_rows() {
-  return g_dense_merge_rows.load();
-}
-
-void set_decode_late_trigger(bool enabled) {
-  g_late_trigger.store(enabled);
-}
-
-bool decode_late_trigger() {
-  return g_late_trigger.load();
 }
 
 void set_prefill_tc_extended(bool enabled) {

@@ -221,15 +221,6 @@ bool decode_affine_prefetch();
 // environment sets RINGLM_CUDA_MERGE_IN_KERNEL=0 or a test turns it off.
 void set_decode_merge_in_kernel(bool enabled);
 bool decode_merge_in_kernel();
-// 16-bit K/V decode steps of at most this many decode rows merge their split-K parts in the decode
-// kernel too (same bits); 0 (the default): never. RINGLM_CUDA_DENSE_MERGE_ROWS at start-up.
-void set_decode_dense_merge_rows(int rows);
-int decode_dense_merge_rows();
-// Whether the tensor-core decode kernels let the kernel after them launch once their tile loops
-// are done instead of at their start (same bits). Off unless the environment sets
-// RINGLM_CUDA_DECODE_LATE_TRIGGER=1 or a test turns it on.
-void set_decode_late_trigger(bool enabled);
-bool decode_late_trigger();
 // Whether rows with several queries (prefill chunks) over quantized K/V (affine, TurboQuant; K/V
 // decoded to bf16 tiles shared by a tile's queries and heads) and at head_dim 256 run on the
 // tensor-core prefill kernel, as 16-bit K/V at head_dims 64/128 always do, instead of the

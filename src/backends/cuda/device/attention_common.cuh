@@ -64,10 +64,6 @@ struct AttnArgs {
   // Affine K/V at head dims <= 128: the tensor-core decode kernel loads a tile's codes two tiles
   // ahead (device/decode_tiles.cuh AffineTiles); false: at use (ReaderTiles). Same bits.
   bool affine_prefetch;
-  // The tensor-core decode kernels let the next kernel launch (launch_dependents) after their
-  // tile loop instead of at their start: with the merge in the kernel, the next kernel is the o
-  // projection's GEMV, whose blocks would otherwise sit on the SMs through the attention.
-  bool late_trigger;
   // TurboQuant decode-only steps: the merge also applies the deferred inverse rotation with these
   // signs (F32[D], ±1; device/decode_merge.cuh); null: the caller un-rotates.
   const float* merge_unrotate_signs;

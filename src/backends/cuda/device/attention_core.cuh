@@ -201,9 +201,8 @@ void launch(const AttnArgs& args, const Kv& kv, const RowsSummary& summary, int6
       // heads cost more than the merge kernel at every batch (-1 % at 1, -1 to -5 % at 32-256 with
       // 512 keys; docs/benchmarks.md).
       constexpr int kMergeInKernelMaxRows = 16;
-      const int merge_rows =
-          args.merge_unrotate_signs != nullptr ? kMergeInKernelMaxRows : decode_dense_merge_rows();
-      if (!decode_merge_in_kernel() || summary.decode_rows > merge_rows) {
+      if (!decode_merge_in_kernel() || args.merge_unrotate_signs == nullptr ||
+          summary.decode_rows > kMergeInKernelMaxRows) {
         device::launch_decode_tc(args, kv, stream);
         device::launch_decode_merge(args, stream);
         return;

@@ -77,7 +77,7 @@ __global__ void __launch_bounds__(kTcDecodeThreads, Source::kMinBlocks)
     }
   }
   wait_prior_grid();
-  if (!a.late_trigger) launch_dependents();
+  launch_dependents();
 
   // k-step s of Q·Kᵀ: dims 16s + 2c (+1) and 16s + 8 + 2c (+1), as ldmatrix delivers K.
   uint32_t qf[kD / 16][2];
@@ -151,7 +151,6 @@ __global__ void __launch_bounds__(kTcDecodeThreads, Source::kMinBlocks)
       if (t + 1 < tiles) step(raw1, t + 1);
     }
   }
-  if (a.late_trigger) launch_dependents();
   // Oᵀ m-tile i: rows g and g + 8 are dims 16i + g and 16i + 8 + g (ldmatrix.trans of V).
   soft.write_partials(a, task, smem, [g](int i, int h) { return 16 * i + 8 * h + g; });
 }

@@ -242,7 +242,7 @@ __global__ void __launch_bounds__(kTcDecodeThreads, TurboK8V3Fragments<kD>::kMin
     for (int k = 0; k < Source::kAhead; ++k) raw[k] = src.fetch(row_of(k), g, c);
   }
   wait_prior_grid();
-  if (!a.late_trigger) launch_dependents();
+  launch_dependents();
 
   uint32_t qf[kD / 16][2];
   load_q_fragments<T, kD>(
@@ -274,7 +274,6 @@ __global__ void __launch_bounds__(kTcDecodeThreads, TurboK8V3Fragments<kD>::kMin
       row_next = row_of(t + k + Source::kAhead + 1);
     }
   }
-  if (a.late_trigger) launch_dependents();
   constexpr int kValueDims = Source::kValueDims;
   soft.write_partials(a, task, smem, [g](int i, int h) { return kValueDims * g + 2 * i + h; });
 }
