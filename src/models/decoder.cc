@@ -145,6 +145,7 @@ StepBuffers StepBuffers::alloc(Arena& arena, int64_t tokens, const DecoderDims& 
   if (half != DType::F32) {
     b.h_half = arena.alloc(half, {tokens, d.hidden});
     b.act_half = arena.alloc(half, {tokens, d.intermediate});
+    b.attn_half = arena.alloc(half, {tokens, d.heads * d.head_dim});
   }
   b.x = arena.alloc(DType::F32, {tokens, d.hidden});
   b.h = arena.alloc(DType::F32, {tokens, d.hidden});
@@ -161,7 +162,9 @@ size_t StepBuffers::bytes(int64_t max_tokens, int64_t max_logits, const DecoderD
   const int64_t per_token =
       2 * d.hidden + 2 * d.heads * d.head_dim + 2 * d.kv_heads * d.head_dim + 2 * d.intermediate;
   const int64_t floats = max_tokens * per_token + max_logits * d.hidden;
-  const int64_t halves = max_tokens * (d.hidden + d.intermediate);  // h_half, act_half
+  const int64_t halves =
+      max_tokens * (d.hidden + d.intermediate + d.heads * d.head_dim);  // h_half, act_half,
+                                                                        // attn_half
   return static_cast<size_t>(floats) * sizeof(float) + static_cast<size_t>(halves) * 2 +
          16 * Arena::kAlignment;
 }
@@ -219,8 +222,7 @@ void attention_block(const AttentionWeights& w, const AttentionBlockConfig& conf
     ops::matmul_prepare_attention(ops::NormedRows{io.stream, io.norm, io.norm_config}, b.h, qkv,
                                   inputs, transform, written);
   } else {
-    ops::matmul_many(*io.in, qkv);
-    ops::prepare_attention(inputs, transform, written);
+    ops::matmul_prepare_attention(*io.in, qkv, inputs, transform, written);
   }
   const Tensor& q_heads = inputs.q;
   if (step.writes_kv && step.dense_rows != nullptr) {        // --kv-quant-start: positions < S also
@@ -234,13 +236,18 @@ void attention_block(const AttentionWeights& w, const AttentionBlockConfig& conf
   ops::AttentionParams params = config.attention;
   params.window = step.window;
   params.sink_tokens = step.sink_tokens;
-  Tensor attn_heads = b.attn.reshape({tokens, heads, dim});
+  // A decode step (one query a row) whose o projection takes 16-bit input gets the attention
+  // output rounded by the attention itself (CUDA: in the split-K merge, no conversion pass).
+  const bool decode_only = plan.num_tokens() == plan.num_rows() && step.dense_rows == nullptr &&
+                           plan.attention_fn() == &ops::attention;
+  Tensor& attn = decode_only ? matmul_feed(b.attn, b.attn_half, {&w.o}) : b.attn;
+  Tensor attn_heads = attn.reshape({tokens, heads, dim});
   plan.attention_fn()(q_heads, view, *step.rows, params, attn_heads);
   // --kv-quant-start S: `rows` covered the queries at positions >= S; those below read bf16 K/V.
   if (step.dense_rows != nullptr)
     plan.attention_fn()(q_heads, cache.dense_layer_view(layer), *step.dense_rows, params,
                         attn_heads);
-  block_output(io, b, b.attn, w.o, w.o_bias);
+  block_output(io, b, attn, w.o, w.o_bias);
 }
 
 void mlp_block(const MlpWeights& w, ops::Activation activation, StepBuffers& b, const BlockIo& io) {

@@ -86,15 +86,17 @@ AttentionWeights load_attention(const WeightLoader& loader, const std::string& p
 MlpWeights load_mlp(const WeightLoader& loader, const std::string& prefix, const DecoderDims& dims);
 
 // Activation buffers of one step, carved from the arena. With a 16-bit `half` dtype (the
-// matmuls' input dtype at this step's rows: ops::matmul_input_dtype) also h_half and act_half,
-// where norms and the gated activation write matmul inputs already rounded (matmul_feed).
+// matmuls' input dtype at this step's rows: ops::matmul_input_dtype) also h_half, act_half and
+// attn_half, where norms, the gated activation and decode attention write matmul inputs already
+// rounded (matmul_feed).
 struct StepBuffers {
-  Tensor x, h;      // F32[T, H]: residual stream and block input/output
-  Tensor q, attn;   // F32[T, Hq*D]
-  Tensor k, v;      // F32[T, Hkv*D]
-  Tensor gate, up;  // F32[T, I]
-  Tensor h_half;    // half[T, H] or empty
-  Tensor act_half;  // half[T, I] or empty
+  Tensor x, h;       // F32[T, H]: residual stream and block input/output
+  Tensor q, attn;    // F32[T, Hq*D]
+  Tensor k, v;       // F32[T, Hkv*D]
+  Tensor gate, up;   // F32[T, I]
+  Tensor h_half;     // half[T, H] or empty
+  Tensor act_half;   // half[T, I] or empty
+  Tensor attn_half;  // half[T, Hq*D] or empty
   static StepBuffers alloc(Arena& arena, int64_t tokens, const DecoderDims& dims,
                            DType half = DType::F32);
   static size_t bytes(int64_t max_tokens, int64_t max_logits, const DecoderDims& dims);

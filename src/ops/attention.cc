@@ -137,10 +137,17 @@ void attention(const Tensor& q, const KvLayerView& kv, const AttentionRows& rows
   check_shape(q, {-1, -1, kv.head_dim()}, "attention q (head_dim of the K/V cache)");
   RINGLM_CHECK(q.shape[1] > 0 && q.shape[1] % kv.kv_heads() == 0, "attention: ", q.shape[1],
                " query heads are not a positive multiple of ", kv.kv_heads(), " kv heads");
-  check_dtype(out, DType::F32, "attention out");
+  // A 16-bit out (CUDA): the output rounded for a matmul that takes it as its input.
+  if (dev == Device::CUDA && out.dtype != DType::F32) {
+    RINGLM_CHECK(out.dtype == DType::BF16 || out.dtype == DType::F16, "attention out ",
+                 out.describe(), " must be F32, BF16 or F16");
+    detail::check_no_overlap(out, q, "attention out");
+  } else {
+    check_dtype(out, DType::F32, "attention out");
+    detail::check_same_or_disjoint(out, q, "attention out");
+  }
   check_shape(out, {q.shape[0], q.shape[1], q.shape[2]}, "attention out");
   detail::check_contiguous(out, "attention out");
-  detail::check_same_or_disjoint(out, q, "attention out");
   RINGLM_CHECK(std::isfinite(params.scale), "attention: scale is not finite");
   RINGLM_CHECK(params.softcap >= 0.0f && std::isfinite(params.softcap), "attention: softcap ",
                params.softcap, " must be finite and >= 0");

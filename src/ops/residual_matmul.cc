@@ -51,13 +51,42 @@ void matmul_many(const NormedRows& in, Tensor& normed, std::span<const MatmulTar
   matmul_many(normed, targets);
 }
 
-void matmul_prepare_attention(const NormedRows& in, Tensor& normed,
-                              std::span<const MatmulTarget> qkv, AttentionInputs& inputs,
-                              const QkTransform& transform, KvLayerView* kv) {
+namespace {
+
+void check_projection_outputs(std::span<const MatmulTarget> qkv, const AttentionInputs& inputs,
+                              const KvLayerView* kv) {
   RINGLM_CHECK(
       qkv.size() == (kv != nullptr ? 3u : 1u) && qkv[0].y->data == inputs.q.data &&
           (kv == nullptr || (qkv[1].y->data == inputs.k.data && qkv[2].y->data == inputs.v.data)),
       "matmul_prepare_attention: inputs are not the projections' outputs");
+}
+
+}  // namespace
+
+void matmul_prepare_attention(const Tensor& x, std::span<const MatmulTarget> qkv,
+                              AttentionInputs& inputs, const QkTransform& transform,
+                              KvLayerView* kv) {
+  check_projection_outputs(qkv, inputs, kv);
+#ifdef RINGLM_HAS_CUDA
+  if (x.device == Device::CUDA && kv != nullptr) {
+    std::vector<cuda::GemvTarget> gemv;
+    for (const MatmulTarget& t : qkv)
+      if (!t.w->is_quantized()) gemv.push_back({&t.w->dense(), t.bias, t.y});
+    if (gemv.size() == qkv.size() && cuda::matmul_prepare_attention_applies(x, gemv, inputs)) {
+      for (const MatmulTarget& t : qkv) detail::check_matmul(x, t.w->dense(), *t.bias, *t.y);
+      detail::check_prepare_attention(inputs, transform, kv);
+      return cuda::matmul_prepare_attention(x, gemv, inputs, transform, kv);
+    }
+  }
+#endif
+  matmul_many(x, qkv);
+  prepare_attention(inputs, transform, kv);
+}
+
+void matmul_prepare_attention(const NormedRows& in, Tensor& normed,
+                              std::span<const MatmulTarget> qkv, AttentionInputs& inputs,
+                              const QkTransform& transform, KvLayerView* kv) {
+  check_projection_outputs(qkv, inputs, kv);
 #ifdef RINGLM_HAS_CUDA
   const auto has = [](const Tensor* t) { return t != nullptr && !t->empty(); };
   if (const auto gemv = fused_targets(in, qkv);

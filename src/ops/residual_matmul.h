@@ -48,6 +48,14 @@ void matmul_prepare_attention(const NormedRows& in,
                               const QkTransform& transform,
                               KvLayerView* kv);  // null exactly when qkv is q alone
 
+// The same for a block input already normalized: matmul_many(x, qkv) then prepare_attention.
+// Fused (CUDA, 3-64 rows, adjacent 16-bit q/k/v weights: cuda::matmul_prepare_attention):
+// prepare_attention's kernel reads the projections' joined GEMM output, no column split.
+void matmul_prepare_attention(const Tensor& x,  // F32[M, K] (or the weights' input dtype)
+                              std::span<const MatmulTarget> qkv, AttentionInputs& inputs,
+                              const QkTransform& transform,
+                              KvLayerView* kv);  // null exactly when qkv is q alone
+
 // acc += x · wᵀ (+ bias): matmul(x, w, bias, scratch) then add_inplace(acc, scratch). Fused:
 // scratch is not written.
 void matmul_accumulate(const Tensor& x,     // F32[M, K]

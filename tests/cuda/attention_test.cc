@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <numeric>
 #include <random>
 #include <vector>
@@ -276,6 +277,49 @@ TEST(CudaAttention, QueryRangeLeavesOtherRowsAlone) {
       }
     }
     EXPECT_GT(computed, 8);  // the 13-query chunk's positions 5..12 and the decode at 36
+  }
+}
+
+// A 16-bit out (the o projection's input) holds the f32 output rounded as the matmul's input pass
+// rounds it (cuda::round_rows), bit for bit: in decode-only steps the split-K merge writes it, in
+// steps with prefill chunks (and with the merge's rounding switched off) a pass after the
+// attention does. The tensor-core decode kernel (bf16), the grouped CUDA-core one (f32) and the
+// per-head one (GQA 3, head_dim 96); out in bf16 and f16.
+TEST(CudaAttention, RoundedOutputIsTheF32OutputRounded) {
+  RINGLM_REQUIRE_GPU();
+  const std::vector<RowSpec> decode_only = {{1, 1}, {1, 37}, {1, 300}, {1, 9000}, {1, 16}};
+  for (const Config& c :
+       {Config{DType::BF16, 128, 8, 2, 16, 0, 0.0f}, Config{DType::F32, 128, 8, 2, 16, 40, 0.0f},
+        Config{DType::F16, 96, 6, 2, 16, 0, 0.0f}}) {
+    for (const auto* specs : {&decode_only, &kRows}) {
+      for (const bool merge_rounds : {true, false}) {
+        SCOPED_TRACE(::testing::Message()
+                     << testing::dtype_label(c.dtype) << " D=" << c.head_dim
+                     << (specs == &kRows ? " with prefill rows" : " decode only")
+                     << (merge_rounds ? "" : " merge rounding off"));
+        const Problem p(c, *specs, 41);
+        const AttentionParams params = params_for(c);
+        const int64_t T = p.layout.tokens();
+        OnDevice dq(p.q), dk(p.k), dv(p.v), f32(DType::F32, {T, c.q_heads, c.head_dim});
+        attention(dq.t(), KvLayerView{dk.t(), dv.t()}, p.layout.rows(), params, f32.t());
+        cuda::set_merge_rounded(merge_rounds);
+        for (const DType half : {DType::BF16, DType::F16}) {
+          OnDevice rounded(half, {T, c.q_heads, c.head_dim}),
+              expected(half, {T, c.q_heads * c.head_dim});
+          attention(dq.t(), KvLayerView{dk.t(), dv.t()}, p.layout.rows(), params, rounded.t());
+          Tensor f32_rows = f32.t().reshape({T, c.q_heads * c.head_dim});
+          cuda::round_rows(f32_rows, expected.t());
+          const Owned got = rounded.to_host(), want = expected.to_host();
+          // Every query token's row is written: every element's bits.
+          const auto* got_bits = got.t().ptr<const uint16_t>();
+          const auto* want_bits = want.t().ptr<const uint16_t>();
+          size_t differing = 0;
+          for (int64_t i = 0; i < got.t().numel(); ++i) differing += got_bits[i] != want_bits[i];
+          EXPECT_EQ(differing, 0u) << "of " << got.t().numel() << " " << testing::dtype_label(half);
+        }
+        cuda::set_merge_rounded(true);
+      }
+    }
   }
 }
 

@@ -26,20 +26,38 @@ using testing::Golden;
 
 class GpuDecoderParity : public ::testing::TestWithParam<std::string> {};
 
-// The prompt's logits (in chunks of `chunk` beside the neighbour) with a backend switch on, then
-// off (and on again after): not one bit differs.
-void expect_switch_changes_no_bits(models::Model& gpu, const std::vector<int32_t>& prompt,
-                                   int64_t chunk, const std::vector<int32_t>& neighbour,
-                                   void (*set_switch)(bool)) {
-  const auto on = testing::prompt_logits(gpu, prompt, chunk, &neighbour);
+// `run`'s logits with a backend switch on, then off (and on again after): not one bit differs.
+template <typename Run>
+void expect_switch_changes_no_bits(const Run& run, void (*set_switch)(bool)) {
+  const std::vector<float> on = run();
   set_switch(false);
-  const auto off = testing::prompt_logits(gpu, prompt, chunk, &neighbour);
+  const std::vector<float> off = run();
   set_switch(true);
   ASSERT_EQ(on.size(), off.size());
   size_t differing = 0;
   for (size_t i = 0; i < on.size(); ++i)
     differing += std::memcmp(&on[i], &off[i], sizeof(float)) != 0;
   EXPECT_EQ(differing, 0u) << "of " << on.size() << " logits";
+}
+
+// The same for the prompt's logits in chunks of `chunk` beside the neighbour.
+void expect_switch_changes_no_bits(
+    models::Model& gpu, const std::vector<int32_t>& prompt, int64_t chunk,
+    const std::vector<int32_t>& neighbour, void (*set_switch)(bool),
+    const kv::KvFormat& kv_format = kv::KvFormat::dense(DType::F32)) {
+  expect_switch_changes_no_bits(
+      [&] { return testing::prompt_logits(gpu, prompt, chunk, &neighbour, kv_format); },
+      set_switch);
+}
+
+// Five prompts of 24 tokens side by side: decode steps of 5 rows, above the GEMV's 2 (cuBLAS
+// matmuls, the joined q/k/v GEMM, the merges writing a rounded attention output).
+std::vector<std::vector<int32_t>> lockstep_prompts() {
+  std::vector<std::vector<int32_t>> prompts(5);
+  for (size_t r = 0; r < prompts.size(); ++r)
+    for (int i = 0; i < 24; ++i)
+      prompts[r].push_back(static_cast<int32_t>(3 + (i * 37 + 11 * static_cast<int>(r)) % 500));
+  return prompts;
 }
 
 // The CPU parity suite holds the CPU to 1e-4 of the largest logit; the GPU runs the same f32
@@ -198,7 +216,8 @@ TEST(GpuModel, OverlappedLaunchesChangeNoBits) {
 // activation write bf16 for the cuBLAS matmuls above the GEMV's rows) change no bits: bf16
 // checkpoints of a Llama (head_dim 128) and of the Gemma-3 fixture's config (sandwich norms,
 // sliding layers), a prompt in chunks of 7 tokens beside a neighbour (steps of 14 rows: cuBLAS
-// q/k/v, gate/up and down), with the rounded inputs and without.
+// q/k/v, gate/up and down) and five prompts in decode steps of 5 rows (the attention output
+// rounded by the merge, K/V bf16, TurboQuant and int8), with the rounded inputs and without.
 TEST(GpuModel, RoundedMatmulInputsChangeNoBits) {
   RINGLM_REQUIRE_GPU();
   std::ifstream gemma_config(testing::fixture_model_dir("gemma3") + "/config.json");
@@ -217,6 +236,59 @@ TEST(GpuModel, RoundedMatmulInputsChangeNoBits) {
         testing::write_random_checkpoint(tag, config, {"--seed=13", "--dtype=bf16"}), Device::CUDA);
     ASSERT_TRUE(cuda::rounded_matmul_inputs());
     expect_switch_changes_no_bits(*gpu, prompt, 7, neighbour, cuda::set_rounded_matmul_inputs);
+    // Decode steps: the attention output rounded by the split-K merge (kernel, or the TurboQuant
+    // decode kernel's own merge with the inverse rotation) for the o projection.
+    for (const char* format : {"bf16", "turbo", "int8-g64"}) {
+      SCOPED_TRACE(format);
+      const kv::KvFormat kv_format = kv::KvFormat::parse(format);
+      const auto lockstep = [&] {
+        return testing::lockstep_logits(*gpu, lockstep_prompts(), kv_format);
+      };
+      expect_switch_changes_no_bits(lockstep, cuda::set_rounded_matmul_inputs);
+      ASSERT_TRUE(cuda::merge_rounded());
+      expect_switch_changes_no_bits(lockstep, cuda::set_merge_rounded);  // the rounding pass
+    }
+  }
+}
+
+// prepare_attention reading the joined q/k/v GEMM's rows (cuda::matmul_prepare_attention: no
+// column-split kernel) changes no bits, in prefill chunks and in decode steps of 5 rows: bf16
+// checkpoints of a Llama (head_dim 128; K/V in f32,
+// bf16, TurboQuant k8v3 and affine int8 — the quantizing write reads the k and v it leaves) and
+// of the qwen2 (q/k/v biases), qwen3 (q/k norms) and Gemma-3 (sandwich norms, sliding layers)
+// fixtures' configs, a prompt in chunks of 7 beside a neighbour
+// (steps of 14 rows: the joined cuBLAS GEMM), with the switch on and off.
+TEST(GpuModel, PrepareFromJoinedGemmChangesNoBits) {
+  RINGLM_REQUIRE_GPU();
+  auto fixture_config = [](const std::string& name) {
+    std::ifstream in(testing::fixture_model_dir(name) + "/config.json");
+    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  };
+  const std::pair<std::string, std::string> checkpoints[] = {
+      {"gpu_joined_llama", testing::llama_config(256, 512, 2, 8, 2, 128)},
+      {"gpu_joined_qwen2", fixture_config("qwen2")},
+      {"gpu_joined_qwen3", fixture_config("qwen3")},
+      {"gpu_joined_gemma3", fixture_config("gemma3")}};
+  std::vector<int32_t> prompt, neighbour;
+  for (int i = 0; i < 60; ++i) prompt.push_back(3 + (i * 37) % 500);
+  for (int i = 0; i < 50; ++i) neighbour.push_back(5 + (i * 53) % 500);
+  ASSERT_TRUE(cuda::prepare_joined());
+  for (const auto& [tag, config] : checkpoints) {
+    SCOPED_TRACE(tag);
+    ASSERT_FALSE(config.empty());
+    auto gpu = models::load_model(
+        testing::write_random_checkpoint(tag, config, {"--seed=19", "--dtype=bf16"}), Device::CUDA);
+    const bool llama = tag == checkpoints[0].first;
+    for (const char* format : {"f32", "bf16", "turbo", "int8-g64"}) {
+      if (!llama && std::string(format) != "bf16") continue;
+      SCOPED_TRACE(format);
+      const kv::KvFormat kv_format = kv::KvFormat::parse(format);
+      expect_switch_changes_no_bits(*gpu, prompt, 7, neighbour, cuda::set_prepare_joined,
+                                    kv_format);
+      expect_switch_changes_no_bits(
+          [&] { return testing::lockstep_logits(*gpu, lockstep_prompts(), kv_format); },
+          cuda::set_prepare_joined);
+    }
   }
 }
 

@@ -67,6 +67,42 @@ inline std::vector<float> prompt_logits(
   return out;
 }
 
+// Runs `prompts` (one length) side by side, one token of each per step: decode steps of
+// prompts.size() rows, one query each. Returns every row's logits at every position, position
+// by position. K/V are stored in `kv_format`.
+inline std::vector<float> lockstep_logits(
+    models::Model& model, const std::vector<std::vector<int32_t>>& prompts,
+    const kv::KvFormat& kv_format = kv::KvFormat::dense(DType::F32)) {
+  engine::RunnerConfig rc;
+  rc.kv_format = kv_format;
+  rc.kv_memory_bytes = size_t{64} << 20;
+  rc.block_tokens = 16;
+  rc.max_step_tokens = static_cast<int64_t>(prompts.size()) + 8;
+  engine::Runner runner(model, rc);
+  auto& cache = runner.cache();
+  std::vector<kv::SequenceId> seqs;
+  for (const auto& prompt : prompts) {
+    EXPECT_EQ(prompt.size(), prompts.front().size());
+    seqs.push_back(cache.add_sequence());
+    EXPECT_TRUE(cache.reserve(seqs.back(), static_cast<int64_t>(prompt.size())));
+  }
+  std::vector<float> out;
+  for (size_t pos = 0; pos < prompts.front().size(); ++pos) {
+    std::vector<kv::RowRequest> rows;
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      rows.push_back({seqs[i], {prompts[i][pos]}, static_cast<int64_t>(pos), true, true});
+      EXPECT_TRUE(cache.append(seqs[i], 1));
+    }
+    kv::StepPlan plan(rows, cache);
+    Tensor logits = runner.step(plan);
+    const float* first = logits.row<float>(0);
+    out.insert(out.end(), first, first + static_cast<int64_t>(prompts.size()) * model.vocab_size());
+  }
+  for (const auto seq : seqs) cache.release(seq);
+  EXPECT_EQ(cache.used_blocks(), 0);
+  return out;
+}
+
 // Greedy continuation of the golden prompt with a chunked prefill (32-token steps): the generated
 // ids, and whether the cache is empty afterwards.
 inline std::vector<int32_t> greedy_continuation(models::Model& model,

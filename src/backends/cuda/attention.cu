@@ -72,11 +72,24 @@ device::DecodeSplit split_rule_for(const ops::KvLayerView& kv) {
   return rule;
 }
 
-// drows: device tables; its query_pos_begin / end choose the queries computed.
+// drows: device tables; its query_pos_begin / end choose the queries computed. A 16-bit out (the
+// o projection's input, ops::matmul_input_dtype): in a decode-only step over every query the
+// merges write it rounded (no conversion pass); any other step runs into f32 scratch and rounds
+// that after — the same bits either way.
 void run_attention(const Tensor& q, const ops::KvLayerView& kv, const ops::AttentionRows& drows,
                    const RowsSummary& summary, const ops::AttentionParams& params, Tensor& out) {
   const int64_t T = q.shape[0], QH = q.shape[1], D = q.shape[2];
   if (T == 0) return;
+  const bool rounded = out.dtype != DType::F32;
+  if (rounded && (summary.other_rows > 0 || summary.decode_rows == 0 || !drows.all_queries() ||
+                  !merge_rounded())) {
+    Tensor f32(Context::get().scratch(Scratch::AttentionOutput,
+                                      static_cast<size_t>(T * QH * D) * sizeof(float)),
+               DType::F32, {T, QH, D}, Device::CUDA);
+    run_attention(q, kv, drows, summary, params, f32);
+    Tensor rows = f32.reshape({T, QH * D}), out_rows = out.reshape({T, QH * D});
+    return round_rows(rows, out_rows);
+  }
   RINGLM_CHECK(D <= kMaxHeadDim, "attention: head_dim ", D,
                " is above the CUDA backend's limit of ", kMaxHeadDim);
   RINGLM_CHECK(T * QH <= INT32_MAX && int64_t{drows.num_rows} * QH <= INT32_MAX,
@@ -84,7 +97,9 @@ void run_attention(const Tensor& q, const ops::KvLayerView& kv, const ops::Atten
   Context& ctx = Context::get();
   AttnArgs args{};
   args.q = q.ptr<const float>();
-  args.out = out.ptr<float>();
+  args.out = rounded ? nullptr : out.ptr<float>();
+  args.out_rounded = rounded ? out.data : nullptr;
+  args.out_rounded_dtype = out.dtype;
   args.query_start = drows.query_start;
   args.context_len = drows.context_len;
   args.block_table = drows.block_table;
@@ -152,6 +167,21 @@ void set_decode_min_split(int keys) {
   RINGLM_USER_CHECK(keys >= 64 && keys <= 8192 && keys % 64 == 0, "decode part size ", keys,
                     " must be a multiple of 64 in [64, 8192]");
   g_decode_min_split.store(keys);
+}
+
+namespace {
+std::atomic<bool>& merge_rounded_flag() {
+  static std::atomic<bool> enabled{env_switch_on("RINGLM_CUDA_MERGE_ROUNDED")};
+  return enabled;
+}
+}  // namespace
+
+void set_merge_rounded(bool enabled) {
+  merge_rounded_flag().store(enabled);
+}
+
+bool merge_rounded() {
+  return merge_rounded_flag().load();
 }
 
 namespace {

@@ -5,7 +5,9 @@
 // their quantizing write here too (device/turbo_encode.cuh, the bytes of kv_write): at one row of
 // 32k context the separate write kernel was 4 % of a decode step. Affine caches get the norm and
 // rope here and their quantizing write after (kv_write_quantized.cu).
+#include <atomic>
 #include <cstdint>
+#include <span>
 
 #include "backends/cuda/cuda_ops.h"
 #include "backends/cuda/device/common.cuh"
@@ -35,6 +37,12 @@ struct PrepareArgs {
   float eps;
   bool unit_offset;
   int heads, kv_heads, dim, half;
+  // The joined q/k/v GEMM's output (matmul_joined: row t at src + t·src_ld; q, k, v at columns
+  // 0, heads·dim, (heads + kv_heads)·dim), read instead of q, k and v; v is copied to v_out. Null:
+  // q, k and v are read where they are written.
+  const float* src;
+  int64_t src_ld;
+  float* v_out;  // [T, kv_heads, dim], with src
   float scaling;
   float inv_freq[kMaxRopeHalf];  // in the kernel's parameters (graph-capturable)
 };
@@ -69,14 +77,17 @@ __global__ void __launch_bounds__(kWarps * 32)
   const bool is_q = h < a.heads;
   if (!is_q && (a.k == nullptr || h >= a.heads + a.kv_heads)) return;
   const int kv_head = h - a.heads;
-  float* x = is_q ? a.q + (t * a.heads + h) * a.dim : a.k + (t * a.kv_heads + kv_head) * a.dim;
+  const int64_t row_at = is_q ? (t * a.heads + h) * a.dim : (t * a.kv_heads + kv_head) * a.dim;
+  float* x = (is_q ? a.q : a.k) + row_at;
+  const float* src_row = a.src + t * a.src_ld;  // with a joined source
+  const float* x_in = a.src == nullptr ? x : src_row + int64_t{h} * a.dim;
   const device::AnyFloat& norm = is_q ? a.q_norm : a.k_norm;
   float* row = staged[warp];
   // As rms_norm_vec_kernel with one warp: lane l holds float4s l, l + 32, ...
   const int n4 = a.dim / 4;
   float sumsq = 0.0f;
   for (int idx = lane; idx < n4; idx += 32) {
-    const float4 v4 = reinterpret_cast<const float4*>(x)[idx];
+    const float4 v4 = reinterpret_cast<const float4*>(x_in)[idx];
     sumsq += device::square_sum(v4);
     reinterpret_cast<float4*>(row)[idx] = v4;
   }
@@ -86,6 +97,11 @@ __global__ void __launch_bounds__(kWarps * 32)
     for (int i = lane; i < a.dim; i += 32)
       row[i] = device::rms_apply(row[i], r, norm[i], a.unit_offset);
     __syncwarp();
+  }
+  const float* v = a.src == nullptr ? (is_q ? nullptr : a.v + row_at)
+                                    : src_row + int64_t{h + a.kv_heads} * a.dim;
+  if (a.src != nullptr && !is_q) {
+    for (int i = lane; i < a.dim; i += 32) a.v_out[row_at + i] = v[i];
   }
   int64_t slot = -1;
   if (!is_q && (kTurbo || a.k_cache != nullptr)) {
@@ -113,7 +129,6 @@ __global__ void __launch_bounds__(kWarps * 32)
     if (dense_write) device::store_float(a.k_cache, a.cache_dtype, cache_at + i, row[i]);
   }
   if (slot < 0) return;
-  const float* v = a.v + (t * a.kv_heads + kv_head) * a.dim;
   if constexpr (kTurbo) {
     __syncwarp();  // the warp's lanes stored the roped row's dims in x
     float k[kTurboSlots];
@@ -132,10 +147,25 @@ device::AnyFloat any_float(const Tensor* t) {
   return {t->data, t->dtype};
 }
 
-}  // namespace
+bool aligned16(const void* p) {
+  return reinterpret_cast<uintptr_t>(p) % 16 == 0;
+}
 
-void prepare_attention(ops::AttentionInputs& in, const ops::QkTransform& transform,
-                       ops::KvLayerView* kv) {
+// Whether prepare_attention_kernel takes these shapes (else the ops it stands for run).
+bool kernel_takes(const ops::AttentionInputs& in) {
+  const int64_t dim = in.q.shape[2];
+  return dim % 4 == 0 && dim <= kMaxStagedDim && aligned16(in.q.data) &&
+         (in.k.empty() || aligned16(in.k.data));
+}
+
+std::atomic<bool>& prepare_joined_flag() {
+  static std::atomic<bool> enabled{env_switch_on("RINGLM_CUDA_PREPARE_JOINED")};
+  return enabled;
+}
+
+// joined: matmul_joined's output holding q, k and v (kernel_takes(in) holds), or null.
+void prepare(ops::AttentionInputs& in, const ops::QkTransform& transform, ops::KvLayerView* kv,
+             const Tensor* joined) {
   const int64_t T = in.q.shape[0];
   if (T == 0) return;
   const ops::RopeTable& table = *transform.rope;
@@ -150,10 +180,7 @@ void prepare_attention(ops::AttentionInputs& in, const ops::QkTransform& transfo
   RINGLM_CHECK(a.half <= kMaxRopeHalf, "rope: rotary_dim ", table.rotary_dim,
                " is above the CUDA backend's limit of ", 2 * kMaxRopeHalf);
   RINGLM_CHECK(T <= INT32_MAX, "prepare_attention: too many tokens: ", T);
-  const auto aligned = [](const Tensor& t) {
-    return reinterpret_cast<uintptr_t>(t.data) % 16 == 0;
-  };
-  if (a.dim % 4 != 0 || a.dim > kMaxStagedDim || !aligned(in.q) || (writes_kv && !aligned(in.k))) {
+  if (!kernel_takes(in)) {
     // Shapes the kernel does not take: the ops it stands for, one by one.
     auto norm_heads = [&](Tensor& x, const Tensor* w) {
       if (w == nullptr || w->empty()) return;
@@ -170,6 +197,11 @@ void prepare_attention(ops::AttentionInputs& in, const ops::QkTransform& transfo
   a.q = in.q.ptr<float>();
   a.k = writes_kv ? in.k.ptr<float>() : nullptr;
   a.v = writes_kv ? in.v.ptr<const float>() : nullptr;
+  if (joined != nullptr) {
+    a.src = joined->ptr<const float>();
+    a.src_ld = joined->shape[1];  // matmul_joined: contiguous rows
+    a.v_out = writes_kv ? in.v.ptr<float>() : nullptr;
+  }
   a.positions = in.positions.ptr<const int32_t>();
   a.slots = writes_kv ? in.slots.ptr<const int32_t>() : nullptr;
   if (dense_cache) {
@@ -201,6 +233,43 @@ void prepare_attention(ops::AttentionInputs& in, const ops::QkTransform& transfo
              device::TurboPlanes{}, ctx.errors());
   check_launch("prepare_attention_kernel");
   if (writes_kv && !dense_cache) kv_write_quantized(in.k, in.v, in.slots, *kv);
+}
+
+}  // namespace
+
+void prepare_attention(ops::AttentionInputs& in, const ops::QkTransform& transform,
+                       ops::KvLayerView* kv) {
+  prepare(in, transform, kv, nullptr);
+}
+
+bool prepare_joined() {
+  return prepare_joined_flag().load(std::memory_order_relaxed);
+}
+
+void set_prepare_joined(bool enabled) {
+  prepare_joined_flag().store(enabled, std::memory_order_relaxed);
+}
+
+bool matmul_prepare_attention_applies(const Tensor& x, std::span<const GemvTarget> qkv,
+                                      const ops::AttentionInputs& in) {
+  if (!prepare_joined() || qkv.size() != 3 || in.k.empty() || in.q.shape[0] == 0 ||
+      !kernel_takes(in) || !matmul_joined_applies(x, qkv))
+    return false;
+  int64_t columns = 0;
+  for (const GemvTarget& t : qkv) columns += t.w->shape[0];
+  // The kernel's 16-byte loads of the joined rows: their stride and the q/k/v columns (multiples
+  // of head_dim, itself a multiple of 4) stay 16-byte aligned.
+  return columns % 4 == 0 && qkv[0].y->data == in.q.data && qkv[1].y->data == in.k.data &&
+         qkv[2].y->data == in.v.data;
+}
+
+void matmul_prepare_attention(const Tensor& x, std::span<const GemvTarget> qkv,
+                              ops::AttentionInputs& in, const ops::QkTransform& transform,
+                              ops::KvLayerView* kv) {
+  RINGLM_CHECK(matmul_prepare_attention_applies(x, qkv, in),
+               "matmul_prepare_attention: the joined q/k/v path does not apply");
+  const Tensor joined = matmul_joined(x, qkv);
+  prepare(in, transform, kv, &joined);
 }
 
 }  // namespace ringlm::cuda

@@ -103,6 +103,18 @@ bool matmul_shared_input_applies(const Tensor& x,  // F32[M, K]
                                  std::span<const GemvTarget> targets);
 void matmul_shared_input(const Tensor& x,  // F32[M, K], rows may be strided
                          std::span<const GemvTarget> targets);
+// out = x rounded to out's dtype (BF16/F16), row by row: what cuBLAS matmuls of 16-bit weights
+// do to an f32 x first.
+void round_rows(const Tensor& x,  // F32[M, K], rows may be strided
+                Tensor& out);     // BF16|F16[M, K] contiguous
+
+// The joined GEMM of matmul_shared_input alone: x · [w_0; w_1; ...]ᵀ (+ biases) as F32[M, ΣN_i]
+// in scratch (valid until the next joined GEMM), the targets' y not written. Applies where
+// matmul_shared_input would join (adjacent weights, 3 <= M <= 64).
+bool matmul_joined_applies(const Tensor& x,  // F32[M, K]
+                           std::span<const GemvTarget> targets);
+Tensor matmul_joined(const Tensor& x,  // F32[M, K], rows may be strided
+                     std::span<const GemvTarget> targets);
 // gated_matmul above the GEMV's rows for adjacent gate and up weights of one shape (M <= 64):
 // one GEMM over both into scratch, then gated_activation reading its two halves (gate.y and up.y
 // are not written); within f32 rounding of the separate matmuls then gated_activation.
@@ -210,6 +222,11 @@ void set_decode_min_split(int keys);
 // K/V) has finished: bit for bit the same output. On unless the environment sets
 // RINGLM_CUDA_DECODE_EARLY=0 or a test turns it off.
 void set_decode_early_fetch(bool enabled);
+// Whether a decode-only step's split-K merges write a 16-bit attention output themselves (else the
+// f32 output is rounded by a pass after the attention): same bits. On unless the environment sets
+// RINGLM_CUDA_MERGE_ROUNDED=0 or a test turns it off.
+void set_merge_rounded(bool enabled);
+bool merge_rounded();
 bool decode_early_fetch();
 // Whether the tensor-core decode kernel over affine 4-/8-bit K/V (head dims <= 128) loads each
 // tile's codes two tiles ahead of its math instead of when it decodes them: same bits. On unless
@@ -254,6 +271,22 @@ void kv_write(const Tensor& k,      // F32[T, kv_heads, head_dim]
 // ops::prepare_attention (attention_inputs.cu); arguments checked by the op.
 void prepare_attention(ops::AttentionInputs& in, const ops::QkTransform& transform,
                        ops::KvLayerView* kv);  // null exactly when in.k is empty
+// ops::matmul_many(x, qkv) then ops::prepare_attention with the projections' joined GEMM
+// (matmul_joined) read by prepare_attention's kernel: it takes q, k and v from the GEMM's rows and
+// writes q and k rotated, and v, into in.q / in.k / in.v — no kernel that splits the columns. Bit
+// for bit the two ops (a negative position leaves that token's q/k/v unwritten instead of
+// unrotated: the step fails either way). Applies (matmul_prepare_attention_applies) for
+// [q, k, v] targets whose y are in.q / in.k / in.v where matmul_joined applies and the kernel
+// takes the shapes, unless RINGLM_CUDA_PREPARE_JOINED=0 or set_prepare_joined(false). The caller
+// ran the ops' checks.
+bool matmul_prepare_attention_applies(const Tensor& x,  // F32[M, K]
+                                      std::span<const GemvTarget> qkv,
+                                      const ops::AttentionInputs& in);
+void matmul_prepare_attention(const Tensor& x,  // F32[M, K], rows may be strided
+                              std::span<const GemvTarget> qkv, ops::AttentionInputs& in,
+                              const ops::QkTransform& transform, ops::KvLayerView* kv);
+bool prepare_joined();
+void set_prepare_joined(bool enabled);
 
 // True when a CUDA device and driver are present (false on build machines without a GPU).
 bool device_available();

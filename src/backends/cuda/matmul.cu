@@ -94,21 +94,36 @@ GemmInput gemm_input(const Tensor& x,  // F32[M, K] (or already weight_dtype), r
                  dtype_name(weight_dtype), " weights");
     return {x.data, ldx};
   }
-  Context& ctx = Context::get();
-  void* dst = ctx.scratch(Scratch::MatmulInput, static_cast<size_t>(M * K) * 2);
+  void* dst = Context::get().scratch(Scratch::MatmulInput, static_cast<size_t>(M * K) * 2);
+  Tensor rounded(dst, weight_dtype, {M, K}, Device::CUDA);
+  round_rows(x, rounded);
+  return {dst, K};
+}
+
+}  // namespace
+
+void round_rows(const Tensor& x, Tensor& out) {
+  const int64_t M = x.shape[0], K = x.shape[1];
+  if (M == 0 || K == 0) return;
+  RINGLM_CHECK(x.dtype == DType::F32 && (out.dtype == DType::BF16 || out.dtype == DType::F16) &&
+                   out.ndim == 2 && out.shape[0] == M && out.shape[1] == K && out.is_contiguous(),
+               "round_rows: ", x.describe(), " into ", out.describe());
+  const int64_t ldx = leading_dim(x);
   const bool quads = K % 4 == 0 && ldx % 4 == 0 && reinterpret_cast<uintptr_t>(x.data) % 16 == 0;
-  device::dispatch_float(weight_dtype, [&]<typename T>(T*) {
+  cudaStream_t stream = Context::get().stream();
+  device::dispatch_float(out.dtype, [&]<typename T>(T*) {
     if (quads) {
-      convert_rows_kernel<T><<<device::grid_for(M * K / 4), device::kThreads, 0, ctx.stream()>>>(
-          x.ptr<float>(), ldx, M, K, static_cast<T*>(dst));
+      convert_rows_kernel<T><<<device::grid_for(M * K / 4), device::kThreads, 0, stream>>>(
+          x.ptr<float>(), ldx, M, K, static_cast<T*>(out.data));
     } else {
-      convert_rows_scalar_kernel<T><<<device::grid_for(M * K), device::kThreads, 0, ctx.stream()>>>(
-          x.ptr<float>(), ldx, M, K, static_cast<T*>(dst));
+      convert_rows_scalar_kernel<T><<<device::grid_for(M * K), device::kThreads, 0, stream>>>(
+          x.ptr<float>(), ldx, M, K, static_cast<T*>(out.data));
     }
   });
   check_launch("convert_rows_kernel");
-  return {dst, K};
 }
+
+namespace {
 
 // y[m, n] = bias[n] (0 when empty) over M rows and the N columns of `y` from `y0`.
 void fill_bias(float* y0, int64_t ldy, int64_t M, int64_t N, const Tensor& bias) {
@@ -272,6 +287,18 @@ void matmul_shared_input(const Tensor& x, std::span<const GemvTarget> targets) {
       static_cast<unsigned>(M));
   launch_pdl(split_columns_kernel, grid, dim3(device::kThreads), 0, Context::get().stream(), split);
   check_launch("split_columns_kernel");
+}
+
+bool matmul_joined_applies(const Tensor& x, std::span<const GemvTarget> targets) {
+  return matmul_shared_input_applies(x, targets) && joined_applies(x, targets);
+}
+
+Tensor matmul_joined(const Tensor& x, std::span<const GemvTarget> targets) {
+  RINGLM_CHECK(matmul_joined_applies(x, targets),
+               "matmul_joined: needs 2 to 3 adjacent 16-bit weights and at most ",
+               kJoinedGemmMaxRows, " rows above the GEMV's");
+  for (const GemvTarget& t : targets) check_gemm_dims(x, *t.w, *t.y);
+  return joined_gemm(gemm_input(x, targets[0].w->dtype), x.shape[0], x.shape[1], targets);
 }
 
 bool gemm_gated_applies(const Tensor& x, const GemvTarget& gate, const GemvTarget& up) {

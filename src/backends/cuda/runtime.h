@@ -58,6 +58,7 @@ enum class Scratch {
   QuantPartials,
   QuantTickets,
   TokenFeeds,
+  AttentionOutput,
   Count
 };
 

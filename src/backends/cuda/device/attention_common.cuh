@@ -4,6 +4,8 @@
 
 #include <cstdint>
 
+#include "core/dtype.h"
+
 namespace ringlm::cuda::device {
 
 // Kernels keep scores in log2 units (exp2 is one instruction).
@@ -64,6 +66,11 @@ struct AttnArgs {
   // Affine K/V at head dims <= 128: the tensor-core decode kernel loads a tile's codes two tiles
   // ahead (device/decode_tiles.cuh AffineTiles); false: at use (ReaderTiles). Same bits.
   bool affine_prefetch;
+  // Decode-only steps whose output feeds a 16-bit matmul (ops::matmul_input_dtype): the merges
+  // write each output row rounded to out_rounded_dtype here (the bits the matmul's input
+  // conversion would give) instead of f32 to out. Null: to out.
+  void* out_rounded;  // [T, q_heads, D] of out_rounded_dtype
+  DType out_rounded_dtype;
   // TurboQuant decode-only steps: the merge also applies the deferred inverse rotation with these
   // signs (F32[D], ±1; device/decode_merge.cuh); null: the caller un-rotates.
   const float* merge_unrotate_signs;

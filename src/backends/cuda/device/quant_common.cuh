@@ -128,14 +128,21 @@ __device__ __forceinline__ float turbo_norm(int head_dim) {
 // in y[c]): row = signs ⊙ H(y)/√d, bit for bit kv::turbo_unrotate (its butterflies, then the
 // product (x·norm)·sign).
 template <int kSlots>
-__device__ __forceinline__ void store_unrotated(float (&y)[kSlots], const float* signs,
-                                                float* row) {
+__device__ __forceinline__ void unrotate(float (&y)[kSlots], const float* signs) {
   const int lane = static_cast<int>(threadIdx.x) & 31;
   warp_fwht<kSlots>(y);
   const float norm = turbo_norm(32 * kSlots);
 #pragma unroll
-  for (int c = 0; c < kSlots; ++c)
-    row[c * 32 + lane] = __fmul_rn(__fmul_rn(y[c], norm), signs[c * 32 + lane]);
+  for (int c = 0; c < kSlots; ++c) y[c] = __fmul_rn(__fmul_rn(y[c], norm), signs[c * 32 + lane]);
+}
+
+template <int kSlots>
+__device__ __forceinline__ void store_unrotated(float (&y)[kSlots], const float* signs,
+                                                float* row) {
+  const int lane = static_cast<int>(threadIdx.x) & 31;
+  unrotate<kSlots>(y, signs);
+#pragma unroll
+  for (int c = 0; c < kSlots; ++c) row[c * 32 + lane] = y[c];
 }
 
 // Host side: calls launch.template operator()<kSlots>() with kSlots = head_dim / 32, the slots a
