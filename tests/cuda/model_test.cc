@@ -50,6 +50,12 @@ void expect_switch_changes_no_bits(
       set_switch);
 }
 
+// A fixture model's config.json (empty when missing).
+std::string fixture_config(const std::string& name) {
+  std::ifstream in(testing::fixture_model_dir(name) + "/config.json");
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
 // Five prompts of 24 tokens side by side: decode steps of 5 rows, above the GEMV's 2 (cuBLAS
 // matmuls, the joined q/k/v GEMM, the merges writing a rounded attention output).
 std::vector<std::vector<int32_t>> lockstep_prompts() {
@@ -220,9 +226,7 @@ TEST(GpuModel, OverlappedLaunchesChangeNoBits) {
 // rounded by the merge, K/V bf16, TurboQuant and int8), with the rounded inputs and without.
 TEST(GpuModel, RoundedMatmulInputsChangeNoBits) {
   RINGLM_REQUIRE_GPU();
-  std::ifstream gemma_config(testing::fixture_model_dir("gemma3") + "/config.json");
-  const std::string gemma((std::istreambuf_iterator<char>(gemma_config)),
-                          std::istreambuf_iterator<char>());
+  const std::string gemma = fixture_config("gemma3");
   ASSERT_FALSE(gemma.empty());
   const std::pair<std::string, std::string> checkpoints[] = {
       {"gpu_bf16_feed_llama", testing::llama_config(256, 512, 2, 8, 2, 128)},
@@ -238,7 +242,7 @@ TEST(GpuModel, RoundedMatmulInputsChangeNoBits) {
     expect_switch_changes_no_bits(*gpu, prompt, 7, neighbour, cuda::set_rounded_matmul_inputs);
     // Decode steps: the attention output rounded by the split-K merge (kernel, or the TurboQuant
     // decode kernel's own merge with the inverse rotation) for the o projection.
-    for (const char* format : {"bf16", "turbo", "int8-g64"}) {
+    for (const char* format : {"bf16", "turbo", "int8-g32"}) {
       SCOPED_TRACE(format);
       const kv::KvFormat kv_format = kv::KvFormat::parse(format);
       const auto lockstep = [&] {
@@ -260,10 +264,6 @@ TEST(GpuModel, RoundedMatmulInputsChangeNoBits) {
 // (steps of 14 rows: the joined cuBLAS GEMM), with the switch on and off.
 TEST(GpuModel, PrepareFromJoinedGemmChangesNoBits) {
   RINGLM_REQUIRE_GPU();
-  auto fixture_config = [](const std::string& name) {
-    std::ifstream in(testing::fixture_model_dir(name) + "/config.json");
-    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  };
   const std::pair<std::string, std::string> checkpoints[] = {
       {"gpu_joined_llama", testing::llama_config(256, 512, 2, 8, 2, 128)},
       {"gpu_joined_qwen2", fixture_config("qwen2")},
@@ -300,10 +300,6 @@ TEST(GpuModel, PrepareFromJoinedGemmChangesNoBits) {
 // and not.
 TEST(GpuModel, FusedResidualChangesNoBits) {
   RINGLM_REQUIRE_GPU();
-  auto fixture_config = [](const std::string& name) {
-    std::ifstream in(testing::fixture_model_dir(name) + "/config.json");
-    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  };
   const std::pair<std::string, std::string> checkpoints[] = {
       {"gpu_fused_llama", testing::llama_config(256, 512, 2, 8, 2, 128)},
       {"gpu_fused_qwen2", fixture_config("qwen2")},

@@ -16,7 +16,7 @@
 namespace ringlm::cuda::device {
 
 // What merging decode row r's head h takes from the step's row tables. The host writes those
-// before the step's first kernel, so a merge kernel reads them before it waits for the decode
+// before the step's first kernel, so the merge kernel reads them before it waits for the decode
 // kernel: one dependent L2 round trip less after the wait.
 struct MergeTask {
   bool wanted = false;  // false: row r has no decode query to merge here (several queries, or
@@ -38,36 +38,52 @@ __device__ __forceinline__ MergeTask merge_task(const AttnArgs& a, int r, int h)
   return t;
 }
 
-// One warp merges task t's parts: dim 32c + lane (c < kSlots, dims past head_dim left zero)
-// into y[c]. Lane p of each run of 32 parts loads that part's m and l and weighs it once
-// (2^(m_p − m_all) in natural units); the output then sums the parts in part order. A merge is a
-// chain of L2 reads of other blocks' partials, and its latency is what a decode step waits for:
-// each lane's loads of kBatch parts are in flight together; kEarly: the first batch's with m and
-// l (the merge kernel; in the decode kernel's last block they would hold registers through the
-// tile loop's peak, spilling the k8v3 kernel at head_dim 128).
+// One warp merges decode row r's head h: dim 32c + lane (c < kSlots, dims past head_dim left
+// zero) into y[c]; false when row r has no decode query to merge here. Lane p of each run of 32
+// parts loads that part's m and l and weighs it once (2^(m_p − m_all) in natural units); the
+// output then sums the parts in part order, each lane's loads of kBatch parts issued before
+// their sum — a merge is a chain of L2 reads of other blocks' partials, and its latency is what
+// a decode step waits for. kEarly (the merge kernel): `known` is row r's task, read before the
+// kernel's wait, and the first batch's loads go out with m and l. Without (the decode kernel's
+// last block) the task is read here: the split task and early batch cost the k8v3 kernel two
+// registers at head_dim 128 (126 → 128), and a build with them lost 1.3 % at 32k × 16 (H100,
+// docs/benchmarks.md).
 template <int kSlots, bool kEarly>
-__device__ __forceinline__ void merge_parts(const AttnArgs& a, const MergeTask& t,
-                                            float (&y)[kSlots]) {
+__device__ __forceinline__ bool merge_head(const AttnArgs& a, int r, int h, float (&y)[kSlots],
+                                           int64_t& out_row, const MergeTask* known = nullptr) {
   const int lane = static_cast<int>(threadIdx.x) & 31;
-  const int parts = t.parts;
-  const float* ml = a.part_ml + 2 * t.base;
+  int parts;
+  int64_t base;
+  if constexpr (kEarly) {
+    if (!known->wanted) return false;
+    parts = known->parts;
+    base = known->base;
+    out_row = known->out_row;
+  } else {
+    const int q0 = a.query_start[r];
+    if (a.query_start[r + 1] - q0 != 1 || !query_wanted(a, a.context_len[r] - 1)) return false;
+    const VisibleKeys keys(a.context_len[r] - 1, a.window, a.sink_tokens);
+    parts = a.split_rule.parts(keys.count);
+    base = (static_cast<int64_t>(r) * a.q_heads + h) * a.max_parts;
+    out_row = static_cast<int64_t>(q0) * a.q_heads + h;
+  }
+  const float* ml = a.part_ml + 2 * base;
   const int64_t stride = a.head_dim;
-  const float* acc = a.part_acc + t.base * stride + lane;
   // Parts whose loads are in flight together: 8 loads a lane (the fused merge shares the decode
-  // kernel's register budget); a divisor of 32, so no batch straddles two runs of 32 parts.
+  // kernel's register budget).
   constexpr int kBatch = kSlots >= 8 ? 1 : 8 / kSlots;
-  float x[kBatch][kSlots];  // parts first .. first + kBatch − 1 (zeros past the parts)
-  const auto load_batch = [&](int first) {
+  float first[kBatch][kSlots];  // kEarly: parts 0 .. kBatch − 1
+  const auto load_batch = [&](const float* acc, int j0, int n, float(&x)[kBatch][kSlots]) {
 #pragma unroll
     for (int i = 0; i < kBatch; ++i) {
 #pragma unroll
       for (int c = 0; c < kSlots; ++c) {
-        const bool in = first + i < parts && 32 * c + lane < stride;
-        x[i][c] = in ? acc[(first + i) * stride + 32 * c] : 0.0f;
+        const bool in = j0 + i < n && 32 * c + lane < stride;
+        x[i][c] = in ? acc[(j0 + i) * stride + 32 * c] : 0.0f;
       }
     }
   };
-  if constexpr (kEarly) load_batch(0);
+  if constexpr (kEarly) load_batch(a.part_acc + base * stride + lane, 0, min(32, parts), first);
   float m_all = -INFINITY;
   for (int p = lane; p < parts; p += 32) m_all = fmaxf(m_all, ml[2 * p]);
   m_all = warp_max(m_all);
@@ -78,23 +94,33 @@ __device__ __forceinline__ void merge_parts(const AttnArgs& a, const MergeTask& 
     const int p = p0 + lane, n = min(32, parts - p0);
     const float w = p < parts ? expf(ml[2 * p] - m_all) : 0.0f;
     l_lane += p < parts ? ml[2 * p + 1] * w : 0.0f;
+    const float* acc = a.part_acc + (base + p0) * stride + lane;
     for (int j0 = 0; j0 < n; j0 += kBatch) {
-      if constexpr (!kEarly) load_batch(p0 + j0);
+      float x[kBatch][kSlots];
+      if (kEarly && p0 + j0 == 0) {
+#pragma unroll
+        for (int i = 0; i < kBatch; ++i) {
+#pragma unroll
+          for (int c = 0; c < kSlots; ++c) x[i][c] = first[i][c];
+        }
+      } else {
+        load_batch(acc, j0, n, x);
+      }
 #pragma unroll
       for (int i = 0; i < kBatch; ++i) {
         const float wi = __shfl_sync(kFullMask, w, (j0 + i) & 31);  // 0 past the parts
 #pragma unroll
         for (int c = 0; c < kSlots; ++c) y[c] += x[i][c] * wi;
       }
-      if constexpr (kEarly) load_batch(p0 + j0 + kBatch);
     }
   }
   const float l_all = warp_sum(l_lane);  // xor butterfly: every lane gets the same bits
 #pragma unroll
   for (int c = 0; c < kSlots; ++c) y[c] = y[c] / l_all;
+  return true;
 }
 
-// Stores a merged row (merge_parts' y) as output row out_row: un-rotated first with
+// Stores a merged row (merge_head's y) as output row out_row: un-rotated first with
 // merge_unrotate_signs (head_dim = 32·kSlots then), into out_rounded rounded where the step asks
 // for it, else into out.
 template <int kSlots>
@@ -124,30 +150,29 @@ __device__ __forceinline__ void merge_heads(const AttnArgs& a, int r, int h0, in
   constexpr int kSlots = kD / 32;
   const int warp = static_cast<int>(threadIdx.x) >> 5;
   for (int hh = warp; hh < heads; hh += kThreads / 32) {
-    const MergeTask t = merge_task(a, r, h0 + hh);
-    if (!t.wanted) continue;
     float y[kSlots];
-    merge_parts<kSlots, false>(a, t, y);
-    store_merged<kSlots>(a, t.out_row, y);
+    int64_t out_row;
+    if (!merge_head<kSlots, false>(a, r, h0 + hh, y, out_row)) continue;
+    store_merged<kSlots>(a, out_row, y);
   }
 }
 
-// One warp per (row, head) merges the decode query's parts into out (merge_parts); with
+// One warp per (row, head) merges the decode query's parts into out (merge_head); with
 // merge_unrotate_signs (TurboQuant) it then applies x = signs ⊙ H(x)/√d to the row in registers,
 // the ops of turbo_rotation.cu's kernel (bit for bit kv::turbo_unrotate). kSlots ≥ head_dim / 32.
 constexpr int kMergeWarps = 4;
 template <int kSlots>
 __global__ void __launch_bounds__(32 * kMergeWarps) decode_merge_kernel(const AttnArgs a) {
   const int64_t task = int64_t{blockIdx.x} * kMergeWarps + (threadIdx.x >> 5);
-  MergeTask t;  // from the row tables, before the wait (merge_task)
-  if (task < int64_t{a.num_rows} * a.q_heads)
-    t = merge_task(a, static_cast<int>(task / a.q_heads), static_cast<int>(task % a.q_heads));
+  MergeTask t;  // from the row tables, before the wait
+  const int r = static_cast<int>(task / a.q_heads), h = static_cast<int>(task % a.q_heads);
+  if (task < int64_t{a.num_rows} * a.q_heads) t = merge_task(a, r, h);
   wait_prior_grid();
   launch_dependents();
-  if (!t.wanted) return;  // the whole warp
   float y[kSlots];
-  merge_parts<kSlots, true>(a, t, y);
-  store_merged<kSlots>(a, t.out_row, y);
+  int64_t out_row;
+  if (!merge_head<kSlots, true>(a, r, h, y, out_row, &t)) return;  // the whole warp
+  store_merged<kSlots>(a, out_row, y);
 }
 
 // Merges every decode row's parts (args.part_ml/part_acc) into out; with
