@@ -72,7 +72,7 @@ void matmul_prepare_attention(const Tensor& x, std::span<const MatmulTarget> qkv
     std::vector<cuda::GemvTarget> gemv;
     for (const MatmulTarget& t : qkv)
       if (!t.w->is_quantized()) gemv.push_back({&t.w->dense(), t.bias, t.y});
-    if (gemv.size() == qkv.size() && cuda::matmul_prepare_attention_applies(x, gemv, inputs)) {
+    if (gemv.size() == qkv.size() && cuda::matmul_prepare_attention_applies(x, gemv, inputs, *kv)) {
       for (const MatmulTarget& t : qkv) detail::check_matmul(x, t.w->dense(), *t.bias, *t.y);
       detail::check_prepare_attention(inputs, transform, kv);
       return cuda::matmul_prepare_attention(x, gemv, inputs, transform, kv);

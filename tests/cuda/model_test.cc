@@ -256,7 +256,8 @@ TEST(GpuModel, RoundedMatmulInputsChangeNoBits) {
 }
 
 // prepare_attention reading the joined q/k/v GEMM's rows (cuda::matmul_prepare_attention: no
-// column-split kernel) changes no bits, in prefill chunks and in decode steps of 5 rows: bf16
+// column-split kernel; not for TurboQuant caches, whose run checks the switch leaves them alone)
+// changes no bits, in prefill chunks and in decode steps of 5 rows: bf16
 // checkpoints of a Llama (head_dim 128; K/V in f32,
 // bf16, TurboQuant k8v3 and affine int8 — the quantizing write reads the k and v it leaves) and
 // of the qwen2 (q/k/v biases), qwen3 (q/k norms) and Gemma-3 (sandwich norms, sliding layers)

@@ -251,8 +251,11 @@ void set_prepare_joined(bool enabled) {
 }
 
 bool matmul_prepare_attention_applies(const Tensor& x, std::span<const GemvTarget> qkv,
-                                      const ops::AttentionInputs& in) {
-  if (!prepare_joined() || qkv.size() != 3 || in.k.empty() || in.q.shape[0] == 0 ||
+                                      const ops::AttentionInputs& in, const ops::KvLayerView& kv) {
+  // Not for TurboQuant caches: their prepare kernel (the Lloyd-Max bounds staged before its wait)
+  // right after the cuBLAS GEMM lost 1.0-2.1 % at 8-16 rows of k8v3 against split + prepare
+  // (H100, docs/benchmarks.md, eighteenth session).
+  if (!prepare_joined() || kv.turbo() || qkv.size() != 3 || in.k.empty() || in.q.shape[0] == 0 ||
       !kernel_takes(in) || !matmul_joined_applies(x, qkv))
     return false;
   int64_t columns = 0;
@@ -266,7 +269,7 @@ bool matmul_prepare_attention_applies(const Tensor& x, std::span<const GemvTarge
 void matmul_prepare_attention(const Tensor& x, std::span<const GemvTarget> qkv,
                               ops::AttentionInputs& in, const ops::QkTransform& transform,
                               ops::KvLayerView* kv) {
-  RINGLM_CHECK(matmul_prepare_attention_applies(x, qkv, in),
+  RINGLM_CHECK(kv != nullptr && matmul_prepare_attention_applies(x, qkv, in, *kv),
                "matmul_prepare_attention: the joined q/k/v path does not apply");
   const Tensor joined = matmul_joined(x, qkv);
   prepare(in, transform, kv, &joined);

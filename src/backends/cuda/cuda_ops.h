@@ -276,12 +276,12 @@ void prepare_attention(ops::AttentionInputs& in, const ops::QkTransform& transfo
 // writes q and k rotated, and v, into in.q / in.k / in.v — no kernel that splits the columns. Bit
 // for bit the two ops (a negative position leaves that token's q/k/v unwritten instead of
 // unrotated: the step fails either way). Applies (matmul_prepare_attention_applies) for
-// [q, k, v] targets whose y are in.q / in.k / in.v where matmul_joined applies and the kernel
-// takes the shapes, unless RINGLM_CUDA_PREPARE_JOINED=0 or set_prepare_joined(false). The caller
-// ran the ops' checks.
+// [q, k, v] targets whose y are in.q / in.k / in.v where matmul_joined applies, the kernel takes
+// the shapes and the cache is not TurboQuant, unless RINGLM_CUDA_PREPARE_JOINED=0 or
+// set_prepare_joined(false). The caller ran the ops' checks.
 bool matmul_prepare_attention_applies(const Tensor& x,  // F32[M, K]
                                       std::span<const GemvTarget> qkv,
-                                      const ops::AttentionInputs& in);
+                                      const ops::AttentionInputs& in, const ops::KvLayerView& kv);
 void matmul_prepare_attention(const Tensor& x,  // F32[M, K], rows may be strided
                               std::span<const GemvTarget> qkv, ops::AttentionInputs& in,
                               const ops::QkTransform& transform, ops::KvLayerView* kv);
