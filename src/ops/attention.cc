@@ -142,6 +142,9 @@ void attention(const Tensor& q, const KvLayerView& kv, const AttentionRows& rows
     RINGLM_CHECK(out.dtype == DType::BF16 || out.dtype == DType::F16, "attention out ",
                  out.describe(), " must be F32, BF16 or F16");
     detail::check_no_overlap(out, q, "attention out");
+    // Rounded whole: queries outside a range would not be left alone.
+    RINGLM_CHECK(rows.all_queries(), "attention: a ", dtype_name(out.dtype),
+                 " out needs every query computed (no query position range)");
   } else {
     check_dtype(out, DType::F32, "attention out");
     detail::check_same_or_disjoint(out, q, "attention out");

@@ -169,7 +169,8 @@ struct AttentionParams {
 // [0, T) in order, context_len[r] >= the row's queries, and the blocks a row's context needs are
 // valid block ids. Rows with no queries are skipped, as are queries outside
 // [rows.query_pos_begin, rows.query_pos_end). out may alias q. On CUDA out may be BF16/F16 (then
-// disjoint from q): the f32 output rounded, as the o projection's cuBLAS matmul takes it.
+// disjoint from q, every query computed): the f32 output rounded, as the o projection's cuBLAS
+// matmul takes it.
 void attention(const Tensor& q,  // F32[T, q_heads, head_dim]
                const KvLayerView& kv, const AttentionRows& rows, const AttentionParams& params,
                Tensor& out);  // F32[T, q_heads, head_dim] (CUDA: or BF16|F16)
