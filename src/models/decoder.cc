@@ -162,9 +162,8 @@ size_t StepBuffers::bytes(int64_t max_tokens, int64_t max_logits, const DecoderD
   const int64_t per_token =
       2 * d.hidden + 2 * d.heads * d.head_dim + 2 * d.kv_heads * d.head_dim + 2 * d.intermediate;
   const int64_t floats = max_tokens * per_token + max_logits * d.hidden;
-  const int64_t halves =
-      max_tokens * (d.hidden + d.intermediate + d.heads * d.head_dim);  // h_half, act_half,
-                                                                        // attn_half
+  // h_half, act_half, attn_half
+  const int64_t halves = max_tokens * (d.hidden + d.intermediate + d.heads * d.head_dim);
   return static_cast<size_t>(floats) * sizeof(float) + static_cast<size_t>(halves) * 2 +
          16 * Arena::kAlignment;
 }
