@@ -262,14 +262,46 @@ void mlp_block(const MlpWeights& w, ops::Activation activation, StepBuffers& b, 
   block_output(io, b, act, w.down, w.down_bias);
 }
 
+namespace {
+
+// Whether the plan wants every token's logits, in token order (decode and verify steps).
+bool wants_every_token(const kv::StepPlan& plan, int64_t tokens) {
+  const std::vector<int32_t>& wanted = plan.logit_tokens();
+  if (static_cast<int64_t>(wanted.size()) != tokens) return false;
+  for (int64_t i = 0; i < tokens; ++i)
+    if (wanted[static_cast<size_t>(i)] != i) return false;
+  return true;
+}
+
+}  // namespace
+
 void lm_head(const Tensor& x, const Tensor& final_norm, const ops::Weight& head,
              const LmHeadConfig& config, const kv::StepPlan& plan, Arena& arena, Tensor& logits) {
-  const auto wanted = static_cast<int64_t>(plan.logit_tokens().size());
-  Tensor last = arena.alloc(DType::F32, {wanted, x.size(1)});
-  // Gathers the wanted tokens' rows: an embedding lookup whose table is x.
-  ops::embedding(plan.logit_token_ids(), x, 1.0f, last);
-  ops::rms_norm(last, final_norm, config.norm, last);
-  ops::matmul(last, head, Tensor(), logits);
+  const int64_t tokens = x.size(0), hidden = x.size(1);
+  const Tensor no_bias;
+  const ops::MatmulTarget target{&head, &no_bias, &logits};
+  const ops::NormedRows stream{&x, &final_norm, config.norm};
+  if (wants_every_token(plan, tokens)) {
+    // No gather. At 1-2 rows of 16-bit weights the GEMV normalizes the stream on the way in (no
+    // norm kernel); else the norm writes the head's input dtype (no conversion pass). The same
+    // bits as the gathered path: the norm and the head are per row.
+    const ops::Weight* weights[] = {&head};
+    if (ops::residual_fusion_applies(stream, weights)) {
+      Tensor normed = arena.alloc(DType::F32, {tokens, hidden});  // written only if not fused
+      ops::matmul_many(stream, normed, {&target, 1});
+    } else {
+      Tensor in = arena.alloc(ops::matmul_input_dtype(head, tokens), {tokens, hidden});
+      ops::rms_norm(x, final_norm, config.norm, in);
+      ops::matmul(in, head, no_bias, logits);
+    }
+  } else {
+    const auto wanted = static_cast<int64_t>(plan.logit_tokens().size());
+    Tensor last = arena.alloc(DType::F32, {wanted, hidden});
+    // Gathers the wanted tokens' rows: an embedding lookup whose table is x.
+    ops::embedding(plan.logit_token_ids(), x, 1.0f, last);
+    ops::rms_norm(last, final_norm, config.norm, last);
+    ops::matmul(last, head, no_bias, logits);
+  }
   if (config.final_softcap > 0) ops::softcap(logits, config.final_softcap);
 }
 
