@@ -123,12 +123,12 @@ double tolerance(const Problem& p, const Config& c, const AttentionParams& param
          1e-30;
 }
 
-void check_config(const Config& c, uint32_t seed) {
+void check_config(const Config& c, uint32_t seed, const std::vector<RowSpec>& specs = kRows) {
   SCOPED_TRACE(::testing::Message()
                << testing::dtype_label(c.dtype) << " D=" << c.head_dim << " qh=" << c.q_heads
                << " kvh=" << c.kv_heads << " bt=" << c.block_tokens << " window=" << c.window
                << " softcap=" << c.softcap << " sinks=" << c.sinks);
-  const Problem p(c, kRows, seed);
+  const Problem p(c, specs, seed);
   const AttentionParams params = params_for(c);
   const int64_t T = p.layout.tokens();
   Owned ref(DType::F32, {T, c.q_heads, c.head_dim});
@@ -170,6 +170,24 @@ TEST(CudaAttention, MatchesReferenceAcrossShapes) {
       for (const Config& c : cs) check_config(c, seed++);
     }
   }
+}
+
+// Wide decode steps (cuda::wide_decode_rows(): parts of at least 512 keys) match the reference:
+// the default threshold with 70 decode rows of 300-700 keys, then kRows' three decode rows with the
+// threshold lowered to 3 (the 300-key row in one part instead of two, beside prefill rows).
+TEST(CudaAttention, WideDecodeStepsMatchReference) {
+  RINGLM_REQUIRE_GPU();
+  ASSERT_EQ(cuda::wide_decode_rows(), 17);
+  std::vector<RowSpec> many;
+  for (int r = 0; r < 70; ++r) many.push_back({1, 300 + (r * 131) % 400});
+  check_config({DType::BF16, 128, 8, 2, 16, 0, 0.0f}, 400, many);
+  cuda::set_wide_decode_rows(3);
+  uint32_t seed = 410;
+  for (const Config& c :
+       {Config{DType::BF16, 128, 8, 2, 16, 0, 0.0f}, Config{DType::F16, 64, 8, 4, 16, 24, 0.0f, 4},
+        Config{DType::BF16, 256, 16, 2, 5, 0, 30.0f}})
+    check_config(c, seed++);
+  cuda::set_wide_decode_rows(17);
 }
 
 // head_dim 256 prefill rows on the CUDA-core kernel (f32), as RINGLM_CUDA_PREFILL_TC_EXTENDED=0
@@ -216,11 +234,15 @@ TEST(CudaAttention, LongContext) {
 }
 
 // Each row computed alone (its own one-row layout over the same cache) equals its rows of the
-// batched result bit for bit: a row's output does not depend on what else is in the step.
+// batched result bit for bit: a row's output does not depend on what else is in a step of up to
+// 16 decode rows (larger steps take wide parts: WideDecodeStepsMatchReference).
 TEST(CudaAttention, BatchInvariant) {
   RINGLM_REQUIRE_GPU();
   std::vector<RowSpec> specs = kRows;
   specs.push_back({1, 9000});  // many decode parts
+  // 16 decode rows in all: the most that still split by their own keys alone (below
+  // cuda::wide_decode_rows(), so a 600-key row takes 256-key parts batched as alone).
+  for (int r = 0; r < 12; ++r) specs.push_back({1, 600 + 17 * r});
   // The tensor-core decode kernel (GQA 4; 8 with sinks; 16), the grouped CUDA-core one (f32)
   // and the per-head one (GQA 3).
   for (const Config& c :

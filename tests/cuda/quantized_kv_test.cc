@@ -558,6 +558,20 @@ TEST(CudaQuantizedKv, TurboDecodeOnlyStepMatchesCpu) {
     check_attention(f, configs_for(128)[1], seed++, many);
 }
 
+// Wide decode steps (parts of at least 512 keys, cuda::wide_decode_rows()) over affine and
+// TurboQuant K/V match the CPU kernel: the threshold lowered to 3 rows, decode-only steps (the
+// in-kernel merge for TurboQuant) and steps beside prefill rows.
+TEST(CudaQuantizedKv, WideDecodeStepsMatchCpu) {
+  RINGLM_REQUIRE_GPU();
+  cuda::set_wide_decode_rows(3);
+  uint32_t seed = 950;
+  for (const Format& f : {kAffine[0], kAffine[2], kAttentionTurbo[0], kAttentionTurbo[1]})
+    for (int D : {64, 128})
+      for (const auto* rows : {&kRows, &kDecodeRows})
+        check_attention(f, configs_for(D)[1], seed++, *rows);
+  cuda::set_wide_decode_rows(17);
+}
+
 TEST(CudaQuantizedKv, TurboMergeInKernelEqualsMergeKernel) {
   RINGLM_REQUIRE_GPU();
   for (const Format& f : {Format{8, 32, 3}, Format{4, 32, 2}}) {

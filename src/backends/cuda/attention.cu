@@ -28,6 +28,7 @@
 #include <bit>
 #include <cstdint>
 #include <cstdlib>
+#include <limits>
 
 #include "backends/cuda/attention_launch.h"
 #include "backends/cuda/cuda_ops.h"
@@ -43,6 +44,13 @@ namespace {
 using device::AttnArgs;
 
 std::atomic<int> g_decode_part_limit{0};  // 0: split_rule_for's per-format choice
+// Decode rows from which a step takes wide parts (split_rule_for); RINGLM_CUDA_DECODE_WIDE_ROWS
+// sets it at start-up (0: never; for same-binary A/B runs).
+std::atomic<int> g_wide_decode_rows{[] {
+  const char* v = std::getenv("RINGLM_CUDA_DECODE_WIDE_ROWS");
+  const int rows = v == nullptr ? 17 : std::atoi(v);
+  return rows >= 3 ? rows : 0;  // below 3: never
+}()};
 // Fewest keys per decode part; 0: split_rule_for's choice. RINGLM_CUDA_DECODE_MIN_SPLIT sets it
 // at start-up (for same-binary A/B runs).
 std::atomic<int> g_decode_min_split{[] {
@@ -59,14 +67,28 @@ std::atomic<int> g_decode_min_split{[] {
 // 256 keys per part for every tensor-core format: at 512 context 64-key parts left each warp one
 // tile (bf16: +23 % at batch 256, +5 % at 32, -0.8 % at 1; k8v3: +25 % at 128, -1.9 % at 1; 512
 // keys gained 1-3 % more at batches >= 64 and lost 2-5 % at batch 1). f32 K/V (the CUDA-core
-// kernel): 64. A rule that depends only on the format keeps a row's bits independent of the batch.
+// kernel): 64. In steps of 1-16 decode rows the rule depends only on the format: a row's bits are
+// independent of the batch.
 // Parts are balanced (DecodeSplit::balanced) unless RINGLM_CUDA_DECODE_BALANCED=0 (A/B runs).
-device::DecodeSplit split_rule_for(const ops::KvLayerView& kv) {
+// Wide steps (decode_rows >= wide_decode_rows(), 17 by default) take parts of at least
+// kWideMinKeys keys for every tensor-core format: with that many rows the grid fills the GPU
+// anyway, and twice the tiles per warp halve the blocks' set-ups, partials and merge reads (the
+// short-context decode kernel is bound by its per-warp prologue). H100, same binary, against 256
+// keys at every batch: bf16 512 × 16 / 64 / 128 / 256 1.000 / 1.003 / 1.008 / 1.016, 4k × 16 /
+// 64 1.009 / 1.013; k8v3 512 × 64 / 128 1.015 / 1.028, 4k × 16 / 64 1.044 / 1.094; at 8 rows
+// it lost 1.2 % (docs/benchmarks.md, nineteenth session). Batch invariance: steps of 3+ rows
+// already run cuBLAS matmuls that pick their algorithm by M (a row equals its serial run within
+// f32 rounding there, not bitwise); steps of up to 16 rows, whose matmuls may be bitwise
+// M-independent (the GEMV's 1-2 rows, quant_mma's up to 16 of quantized weights), never take the
+// wide rule, and a step's rule depends only on its shape (CUDA graphs keep it).
+constexpr int kWideMinKeys = 512;
+device::DecodeSplit split_rule_for(const ops::KvLayerView& kv, int decode_rows) {
   static const bool balanced = env_switch_on("RINGLM_CUDA_DECODE_BALANCED");
   device::DecodeSplit rule{65, 256, balanced};
   if (kv.dense() && kv.k.dtype == DType::F32) rule.min_keys = 64;
   if (kv.dense() && kv.k.dtype != DType::F32) rule.part_limit = 17;
   if (kv.turbo() && kv.bits == 8 && kv.value_bits == 3) rule.part_limit = 33;
+  if (rule.min_keys == 256 && decode_rows >= wide_decode_rows()) rule.min_keys = kWideMinKeys;
   if (const int forced = g_decode_part_limit.load(); forced > 0) rule.part_limit = forced;
   if (const int forced = g_decode_min_split.load(); forced > 0) rule.min_keys = forced;
   return rule;
@@ -119,7 +141,7 @@ void run_attention(const Tensor& q, const ops::KvLayerView& kv, const ops::Atten
   args.query_pos_begin = drows.query_pos_begin;
   args.query_pos_end = drows.query_pos_end;
   args.split_decode = true;
-  args.split_rule = split_rule_for(kv);
+  args.split_rule = split_rule_for(kv, summary.decode_rows);
   args.max_parts = args.split_rule.parts_bound(summary.max_decode_context);
   args.early_fetch = decode_early_fetch();
   args.affine_prefetch = decode_affine_prefetch();
@@ -161,6 +183,15 @@ void set_decode_part_limit(int parts) {
 
 int decode_part_limit() {
   return g_decode_part_limit.load();
+}
+
+void set_wide_decode_rows(int rows) {
+  g_wide_decode_rows.store(rows >= 3 ? rows : 0);
+}
+
+int wide_decode_rows() {
+  const int rows = g_wide_decode_rows.load();
+  return rows > 0 ? rows : std::numeric_limits<int>::max();
 }
 
 void set_decode_min_split(int keys) {

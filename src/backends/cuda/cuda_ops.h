@@ -211,12 +211,20 @@ void softcap(Tensor& x, float cap);       // F32[M, N]
 // Decode attention splits a row's keys into at most this many parts (split-K); a process-wide
 // override of the per-format choice (attention.cu split_rule_for), for benchmarks
 // (`ringlm bench --decode-parts`); 0, the default, keeps the per-format choice. Any value keeps
-// a row's bits independent of the batch.
+// a row's bits independent of the batch among steps on the same side of wide_decode_rows().
 void set_decode_part_limit(int parts);
 int decode_part_limit();
 // The fewest keys in a decode part (a multiple of 64; RINGLM_CUDA_DECODE_MIN_SPLIT at start-up),
-// overriding the per-format choice; any value keeps a row's bits independent of the batch.
+// overriding the per-format choice and the wide rule; any value keeps a row's bits independent
+// of the batch.
 void set_decode_min_split(int keys);
+// Decode steps of at least this many decode rows (17 by default; RINGLM_CUDA_DECODE_WIDE_ROWS at
+// start-up) split the 16-bit, affine and TurboQuant formats' keys into parts of at least 512 keys
+// instead of 256 (attention.cu split_rule_for says why). set_wide_decode_rows(0): never (values
+// below 3 mean never; the default keeps the rule off the steps whose matmuls are bitwise
+// M-independent). wide_decode_rows(): the threshold in effect (INT_MAX when never).
+void set_wide_decode_rows(int rows);
+int wide_decode_rows();
 // Whether the tensor-core decode kernels start loading the first tiles of keys older than the
 // query's own before the kernel before them (prepare_attention, which writes q and the step's
 // K/V) has finished: bit for bit the same output. On unless the environment sets
