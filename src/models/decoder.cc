@@ -279,21 +279,13 @@ void lm_head(const Tensor& x, const Tensor& final_norm, const ops::Weight& head,
              const LmHeadConfig& config, const kv::StepPlan& plan, Arena& arena, Tensor& logits) {
   const int64_t tokens = x.size(0), hidden = x.size(1);
   const Tensor no_bias;
-  const ops::MatmulTarget target{&head, &no_bias, &logits};
-  const ops::NormedRows stream{&x, &final_norm, config.norm};
   if (wants_every_token(plan, tokens)) {
-    // No gather. At 1-2 rows of 16-bit weights the GEMV normalizes the stream on the way in (no
-    // norm kernel); else the norm writes the head's input dtype (no conversion pass). The same
-    // bits as the gathered path: the norm and the head are per row.
-    const ops::Weight* weights[] = {&head};
-    if (ops::residual_fusion_applies(stream, weights)) {
-      Tensor normed = arena.alloc(DType::F32, {tokens, hidden});  // written only if not fused
-      ops::matmul_many(stream, normed, {&target, 1});
-    } else {
-      Tensor in = arena.alloc(ops::matmul_input_dtype(head, tokens), {tokens, hidden});
-      ops::rms_norm(x, final_norm, config.norm, in);
-      ops::matmul(in, head, no_bias, logits);
-    }
+    // No gather: the head reads the stream through the final norm — at 1-2 rows of 16-bit weights
+    // in the GEMV (no norm kernel), else the norm writes the head's input dtype (no conversion
+    // pass). The same bits as the gathered path: the norm and the head are per row.
+    const ops::MatmulTarget head_target{&head, &no_bias, &logits};
+    Tensor normed = arena.alloc(ops::matmul_input_dtype(head, tokens), {tokens, hidden});
+    ops::matmul_many(ops::NormedRows{&x, &final_norm, config.norm}, normed, {&head_target, 1});
   } else {
     const auto wanted = static_cast<int64_t>(plan.logit_tokens().size());
     Tensor last = arena.alloc(DType::F32, {wanted, hidden});

@@ -26,7 +26,7 @@ struct NormedRows {
 
 // rms_norm(in) into `normed`, then matmul_many(normed, targets). Fused: normed is not written.
 void matmul_many(const NormedRows& in,
-                 Tensor& normed,  // F32[M, K]
+                 Tensor& normed,  // F32[M, K] (or the targets' matmul_input_dtype: rounded once)
                  std::span<const MatmulTarget> targets);
 
 // rms_norm(in) into `normed`, then gated_matmul(normed, gate, up, activation, out). Fused: normed,
