@@ -5,16 +5,19 @@
 // into y first and the GEMM accumulates onto it (beta = 1): any bias dtype, no extra pass.
 // Low-precision weights: x is rounded to the weights' dtype into scratch, then a tensor-core GEMM
 // with f32 accumulation (CUBLAS_COMPUTE_32F) writes f32 y. Up to kGemvMaxRows rows of BF16/F16
-// weights go to the decode GEMV instead (gemv.h): same contract, its own fixed summation order.
+// weights go to the decode GEMV instead (gemv.h), and the decode rows above them on Hopper to
+// stream_gemm.h: same contract, each with its own fixed summation order.
 #include <climits>
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <span>
 
 #include "backends/cuda/cuda_ops.h"
 #include "backends/cuda/device/common.cuh"
 #include "backends/cuda/device/pdl.cuh"
 #include "backends/cuda/gemv.h"
+#include "backends/cuda/stream_gemm.h"
 
 namespace ringlm::cuda {
 
@@ -136,6 +139,8 @@ void fill_bias(float* y0, int64_t ldy, int64_t M, int64_t N, const Tensor& bias)
 void gemm(const GemmInput& b, int64_t M, int64_t K, const Tensor& w, float* y, int64_t ldy,
           bool accumulate) {
   const int64_t N = w.shape[0];
+  const StreamGemm own{b.data, b.ld, w.data, w.dtype, M, N, K, y, ldy, accumulate};
+  if (stream_gemm_applies(own)) return stream_gemm(own);  // 16-bit decode rows: stream_gemm.h
   const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
   const cudaDataType_t wt = cuda_type(w.dtype);
   RINGLM_CUBLAS_CHECK(cublasGemmEx(Context::get().cublas(), CUBLAS_OP_T, CUBLAS_OP_N,
@@ -157,7 +162,16 @@ void gemm_with_bias(const GemmInput& b, int64_t M, int64_t K, const Tensor& w, c
 // GEMM into scratch holding all their outputs, M·ΣN floats (7 MB for gate/up of an 8B model).
 // H200, 8B bf16, 512 context, joined up to 256 rows vs separate: batch 8 +5.7 %, 32 +1.6 %,
 // 64 -1 %, 128 -5 %, 256 -6.6 % (cuBLAS's kernels for the wider N lose there).
+// RINGLM_CUDA_JOINED_GEMM_MAX_ROWS sets another bound at start-up (same-binary A/B runs).
 constexpr int64_t kJoinedGemmMaxRows = 64;
+int64_t joined_gemm_max_rows() {
+  static const int64_t rows = [] {
+    const char* v = std::getenv("RINGLM_CUDA_JOINED_GEMM_MAX_ROWS");
+    const int64_t parsed = v == nullptr ? 0 : std::atoll(v);
+    return parsed > 0 ? parsed : kJoinedGemmMaxRows;
+  }();
+  return rows;
+}
 
 // Whether the weights lie back to back (one dtype and K): [w_0; w_1; ...] is one matrix.
 bool adjacent(std::span<const GemvTarget> targets) {
@@ -171,7 +185,7 @@ bool adjacent(std::span<const GemvTarget> targets) {
 }
 
 bool joined_applies(const Tensor& x, std::span<const GemvTarget> targets) {
-  return x.shape[0] <= kJoinedGemmMaxRows && x.shape[1] > 0 && adjacent(targets);
+  return x.shape[0] <= joined_gemm_max_rows() && x.shape[1] > 0 && adjacent(targets);
 }
 
 // x · [w_0; w_1; ...]ᵀ + [bias_0, bias_1, ...] as one GEMM: F32[M, ΣN_i] in scratch.
@@ -296,7 +310,7 @@ bool matmul_joined_applies(const Tensor& x, std::span<const GemvTarget> targets)
 Tensor matmul_joined(const Tensor& x, std::span<const GemvTarget> targets) {
   RINGLM_CHECK(matmul_joined_applies(x, targets),
                "matmul_joined: needs 2 to 3 adjacent 16-bit weights and at most ",
-               kJoinedGemmMaxRows, " rows above the GEMV's");
+               joined_gemm_max_rows(), " rows above the GEMV's");
   for (const GemvTarget& t : targets) check_gemm_dims(x, *t.w, *t.y);
   return joined_gemm(gemm_input(x, targets[0].w->dtype), x.shape[0], x.shape[1], targets);
 }

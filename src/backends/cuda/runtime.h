@@ -57,6 +57,8 @@ enum class Scratch {
   SampleWeights,
   QuantPartials,
   QuantTickets,
+  GemmPartials,
+  GemmTickets,
   TokenFeeds,
   AttentionOutput,
   Count

@@ -1,0 +1,386 @@
+// stream_gemm.h's kernel: y[M, N] (+)= x[M, K] · w[N, K]ᵀ on Hopper, TMA + wgmma, stream-K.
+//
+// Computed transposed: a tile is 128 weight rows (two warpgroups of 64: wgmma's M) by BM rows of
+// x (wgmma's N, 32..256), over 64-wide chunks of K (128 bytes of 16-bit values: one 128-byte
+// swizzle row, as TMA writes and wgmma reads it). A unit is one (tile, chunk); the grid's CTAs
+// (one per SM) take equal contiguous ranges of the units in tile-major order. A CTA's range is a
+// run of segments (the chunks of one tile it holds); a segment holding all of its tile's chunks
+// writes y directly, any other writes its partial sums to a slot of the CTA's own (its first or
+// its last segment), and the CTA whose ticket completes the tile adds the tile's partials in
+// CTA order — k order — and writes y, then re-arms the ticket for the next launch.
+#include <cuda.h>  // CUtensorMap (a header type; the encoder comes from the runtime, below)
+#include <cudaTypedefs.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <cstdlib>
+#include <string>
+
+#include "backends/cuda/cuda_ops.h"
+#include "backends/cuda/device/common.cuh"
+#include "backends/cuda/device/pdl.cuh"
+#include "backends/cuda/device/wgmma.cuh"
+#include "backends/cuda/stream_gemm.h"
+
+namespace ringlm::cuda {
+
+namespace {
+
+constexpr int kTileRows = 128;  // weight rows per tile: 2 consumer warpgroups × wgmma's 64
+constexpr int kChunk = 64;      // K per unit: 128 bytes of 16-bit values
+// Two warpgroups; thread 0 also issues the copies, refilling each stage as soon as both have
+// read it. (A producer warp or warpgroup of its own spilled the 128 accumulators of 256 rows:
+// ptxas allots 168 registers to a thread of a 288- or 384-thread block, setmaxnreg or not.)
+constexpr int kConsumerThreads = 256;
+constexpr int kThreads = kConsumerThreads;
+constexpr int kSmemBudget = 220 * 1024;
+constexpr int kMaxTiles = 4096;  // tickets kept (N up to 524,288)
+
+template <int BM>
+struct Shape {
+  static constexpr int kWBytes = kTileRows * kChunk * 2;
+  static constexpr int kXBytes = BM * kChunk * 2;
+  static constexpr int kStages = std::min(10, kSmemBudget / (kWBytes + kXBytes));
+  // 1,024 bytes for aligning the tiles (128-byte swizzle atoms), then the barriers and a flag.
+  static constexpr int kSmem = 1024 + kStages * (kWBytes + kXBytes) + 2 * kStages * 8 + 16;
+  static constexpr int kAcc = BM / 2;  // accumulators per consumer thread
+};
+
+struct Args {
+  float* y;  // F32[M, N], row stride ldy
+  int64_t ldy;
+  int M, N;
+  int k_chunks;       // chunks per tile: ceil(K / 64)
+  int64_t units;      // tiles · k_chunks
+  int grid;           // CTAs: min(SMs, units), so that every CTA holds at least one unit
+  int accumulate;     // y += instead of y =
+  float* partials;    // F32[grid, 2 slots, 128 · BM] in fragment order
+  unsigned* tickets;  // [tiles], zero between launches
+};
+
+__device__ __forceinline__ int64_t range_start(int64_t cta, const Args& a) {
+  return cta * a.units / a.grid;
+}
+// The CTA whose range holds unit u: the largest c with range_start(c) <= u.
+__device__ __forceinline__ int cta_of(int64_t u, const Args& a) {
+  return static_cast<int>(((u + 1) * a.grid - 1) / a.units);
+}
+// A CTA's slot for its segment of `tile`: 0 for its first segment, 1 for its last.
+__device__ __forceinline__ int slot_of(int cta, int tile, const Args& a) {
+  return range_start(cta, a) / a.k_chunks == tile ? 0 : 1;
+}
+
+__device__ __forceinline__ void consumer_barrier() {
+  asm volatile("bar.sync 1, %0;\n" ::"n"(kConsumerThreads) : "memory");
+}
+
+// acc's values of tile `tile` into y (masked to M × N), onto y's values when accumulating.
+template <int BM>
+__device__ __forceinline__ void store_tile(const float (&acc)[Shape<BM>::kAcc], int tile, int ctid,
+                                           const Args& a) {
+  const int warp = ctid / 32, lane = ctid % 32;
+  const int row0 = tile * kTileRows + (warp / 4) * 64 + (warp % 4) * 16 + lane / 4;
+#pragma unroll
+  for (int i = 0; i < Shape<BM>::kAcc; ++i) {
+    const int n = row0 + 8 * ((i / 2) % 2);
+    const int m = 8 * (i / 4) + 2 * (lane % 4) + i % 2;
+    if (n < a.N && m < a.M) {
+      float* out = a.y + m * a.ldy + n;
+      *out = a.accumulate ? *out + acc[i] : acc[i];
+    }
+  }
+}
+
+template <int BM>
+__device__ __forceinline__ float* partial_slot(const Args& a, int cta, int slot) {
+  return a.partials + (int64_t{cta} * 2 + slot) * (kTileRows * BM);
+}
+
+// The epilogue of a segment that holds only some of its tile's chunks: park the partial sums,
+// and if this CTA completes the tile, add all of its partials in CTA order and write y.
+template <int BM>
+__device__ void finish_partial(float (&acc)[Shape<BM>::kAcc], int tile, int cta, int ctid,
+                               int* last_flag, const Args& a) {
+  constexpr int kVec = Shape<BM>::kAcc / 4;
+  float4* mine = reinterpret_cast<float4*>(partial_slot<BM>(a, cta, slot_of(cta, tile, a)));
+#pragma unroll
+  for (int v = 0; v < kVec; ++v)
+    mine[v * kConsumerThreads + ctid] =
+        make_float4(acc[4 * v], acc[4 * v + 1], acc[4 * v + 2], acc[4 * v + 3]);
+  __threadfence();
+  consumer_barrier();
+  const int64_t first_unit = int64_t{tile} * a.k_chunks;
+  const int first_cta = cta_of(first_unit, a);
+  const int last_cta = cta_of(first_unit + a.k_chunks - 1, a);
+  if (ctid == 0) {
+    const unsigned done = atomicAdd(&a.tickets[tile], 1u);
+    *last_flag = done == static_cast<unsigned>(last_cta - first_cta);
+  }
+  consumer_barrier();
+  if (*last_flag == 0) return;
+  // Every part, this CTA's too, is read back from its slot: acc becomes the running sum (at 256
+  // rows a second array of 128 sums would not fit the registers).
+  __threadfence();
+  // Eight float4 per part in flight at a time: all of them at once would take 128 more registers.
+  constexpr int kGroup = kVec < 8 ? kVec : 8;
+#pragma unroll
+  for (int v0 = 0; v0 < kVec; v0 += kGroup) {
+    for (int c = first_cta; c <= last_cta; ++c) {
+      const float4* part =
+          reinterpret_cast<const float4*>(partial_slot<BM>(a, c, slot_of(c, tile, a)));
+#pragma unroll
+      for (int v = v0; v < v0 + kGroup; ++v) {
+        const float4 p = __ldcg(part + v * kConsumerThreads + ctid);
+        const bool start = c == first_cta;
+        acc[4 * v] = start ? p.x : acc[4 * v] + p.x;
+        acc[4 * v + 1] = start ? p.y : acc[4 * v + 1] + p.y;
+        acc[4 * v + 2] = start ? p.z : acc[4 * v + 2] + p.z;
+        acc[4 * v + 3] = start ? p.w : acc[4 * v + 3] + p.w;
+      }
+    }
+  }
+  store_tile<BM>(acc, tile, ctid, a);
+  if (ctid == 0) a.tickets[tile] = 0;
+}
+
+template <typename T, int BM>
+__global__ void __launch_bounds__(kThreads, 1)
+    stream_gemm_kernel(const __grid_constant__ CUtensorMap w_map,  // BF16|F16[N, K], box 64×128
+                       const __grid_constant__ CUtensorMap x_map,  // BF16|F16[M, K], box 64×BM
+                       const Args a) {
+  using S = Shape<BM>;
+  extern __shared__ unsigned char smem_raw[];
+  unsigned char* const tiles = reinterpret_cast<unsigned char*>(
+      (reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t{1023});
+  unsigned char* const w_tiles = tiles;
+  unsigned char* const x_tiles = tiles + S::kStages * S::kWBytes;
+  uint64_t* const full = reinterpret_cast<uint64_t*>(x_tiles + S::kStages * S::kXBytes);
+  uint64_t* const empty = full + S::kStages;
+  int* const last_flag = reinterpret_cast<int*>(empty + S::kStages);
+
+  const int cta = blockIdx.x;
+  const int64_t first = range_start(cta, a), count = range_start(cta + 1, a) - first;
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < S::kStages; ++s) {
+      device::mbarrier_init(&full[s], 1);
+      device::mbarrier_init(&empty[s], kConsumerThreads / 32);
+    }
+    device::mbarrier_init_fence();
+  }
+  __syncthreads();
+
+  // The copies of unit i into stage i % kStages, completing full[stage].
+  const uint64_t evict_first = device::l2_evict_first_policy();
+  const auto copy_weights = [&](int64_t i) {
+    const int64_t u = first + i;
+    const int s = static_cast<int>(i % S::kStages);
+    device::mbarrier_arrive_expect_tx(&full[s], S::kWBytes + S::kXBytes);
+    device::tma_load_2d(w_tiles + s * S::kWBytes, &w_map, (u % a.k_chunks) * kChunk,
+                        (u / a.k_chunks) * kTileRows, &full[s], evict_first);
+  };
+  const auto copy_x = [&](int64_t i) {
+    const int64_t u = first + i;
+    const int s = static_cast<int>(i % S::kStages);
+    device::tma_load_2d(x_tiles + s * S::kXBytes, &x_map, (u % a.k_chunks) * kChunk, 0, &full[s],
+                        0);
+  };
+  const int64_t prologue = std::min<int64_t>(count, S::kStages);
+  if (threadIdx.x == 0) {
+    // The weights are never written by a kernel: the first stages' copies start before the
+    // previous kernel finishes (pdl.cuh), x's after it.
+    for (int64_t i = 0; i < prologue; ++i) copy_weights(i);
+    device::wait_prior_grid();
+    for (int64_t i = 0; i < prologue; ++i) copy_x(i);
+  }
+  __syncwarp();               // wgmma's instructions want the whole warp converged
+  device::wait_prior_grid();  // y, the partials and the tickets
+  const int ctid = threadIdx.x, group = ctid / 128;
+  float acc[S::kAcc];
+#pragma unroll
+  for (int i = 0; i < S::kAcc; ++i) acc[i] = 0.0f;
+  int64_t segment_start = 0;  // the segment's first chunk
+  for (int64_t i = 0; i < count; ++i) {
+    const int64_t u = first + i;
+    const int tile = static_cast<int>(u / a.k_chunks);
+    const int64_t chunk = u % a.k_chunks;
+    if (i == 0 || chunk == 0) segment_start = chunk;
+    const int s = static_cast<int>(i % S::kStages);
+    device::mbarrier_wait(&full[s], static_cast<uint32_t>((i / S::kStages) & 1));
+    const uint64_t w_desc = device::smem_descriptor(w_tiles + s * S::kWBytes + group * 64 * 128);
+    const uint64_t x_desc = device::smem_descriptor(x_tiles + s * S::kXBytes);
+#pragma unroll
+    for (int i2 = 0; i2 < S::kAcc; ++i2) device::fence_operand(acc[i2]);
+    device::wgmma_fence();
+#pragma unroll
+    for (int k = 0; k < kChunk / 16; ++k)
+      device::Wgmma<BM, T>::run(acc, w_desc + 2 * k, x_desc + 2 * k,
+                                (chunk == segment_start && k == 0) ? 0 : 1);
+    device::wgmma_commit();
+    device::wgmma_wait_all();
+#pragma unroll
+    for (int i2 = 0; i2 < S::kAcc; ++i2) device::fence_operand(acc[i2]);
+    __syncwarp();
+    if (ctid % 32 == 0) device::mbarrier_arrive(&empty[s]);
+    if (ctid == 0 && i + S::kStages < count) {
+      device::mbarrier_wait(&empty[s], static_cast<uint32_t>((i / S::kStages) & 1));
+      copy_weights(i + S::kStages);
+      copy_x(i + S::kStages);
+    }
+    __syncwarp();
+    if (i + 1 < count && chunk + 1 < a.k_chunks) continue;  // the segment goes on
+    if (i + 1 == count) device::launch_dependents();
+    if (segment_start == 0 && chunk + 1 == a.k_chunks) {
+      store_tile<BM>(acc, tile, ctid, a);
+    } else {
+      finish_partial<BM>(acc, tile, cta, ctid, last_flag, a);
+    }
+  }
+}
+
+std::atomic<bool>& enabled_flag() {
+  static std::atomic<bool> enabled{env_switch_on("RINGLM_CUDA_STREAM_GEMM", false)};
+  return enabled;
+}
+
+std::atomic<int64_t>& min_rows_value() {
+  static std::atomic<int64_t> rows{[] {
+    const char* v = std::getenv("RINGLM_CUDA_STREAM_GEMM_MIN_ROWS");
+    const int64_t parsed = v == nullptr ? 0 : std::atoll(v);
+    return parsed > 0 ? parsed : int64_t{17};
+  }()};
+  return rows;
+}
+
+std::atomic<int64_t>& calls() {
+  static std::atomic<int64_t> n{0};
+  return n;
+}
+
+}  // namespace
+
+bool stream_gemm_device_supported() {
+  static const bool is_sm90 = [] {
+    int device = 0, major = 0, minor = 0;
+    RINGLM_CUDA_CHECK(cudaGetDevice(&device));
+    RINGLM_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+    RINGLM_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
+    return major == 9 && minor == 0;
+  }();
+  return is_sm90;
+}
+
+namespace {
+
+PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
+  static const PFN_cuTensorMapEncodeTiled_v12000 encode = [] {
+    void* fn = nullptr;
+    cudaDriverEntryPointQueryResult found{};
+    RINGLM_CUDA_CHECK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000,
+                                                       cudaEnableDefault, &found));
+    RINGLM_CHECK(found == cudaDriverEntryPointSuccess && fn != nullptr,
+                 "stream_gemm: the driver has no cuTensorMapEncodeTiled");
+    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(fn);
+  }();
+  return encode;
+}
+
+// A 2-D map of a row-major [rows, cols] 16-bit matrix (row stride ld elements), read in boxes of
+// 64 columns × box_rows rows with 128-byte swizzle; out-of-range elements read as zeros.
+CUtensorMap tensor_map(const void* base, DType dtype, int64_t rows, int64_t cols, int64_t ld,
+                       int box_rows) {
+  CUtensorMap map{};
+  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(cols), static_cast<cuuint64_t>(rows)};
+  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(ld) * 2};
+  const cuuint32_t box[2] = {static_cast<cuuint32_t>(kChunk), static_cast<cuuint32_t>(box_rows)};
+  const cuuint32_t element_strides[2] = {1, 1};
+  const CUresult status = tensor_map_encoder()(
+      &map,
+      dtype == DType::BF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2,
+      const_cast<void*>(base), dims, strides, box, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
+      CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+      CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  RINGLM_CHECK(status == CUDA_SUCCESS, "stream_gemm: cuTensorMapEncodeTiled failed (", status,
+               ") for [", rows, ", ", cols, "] ld ", ld);
+  return map;
+}
+
+template <typename T, int BM>
+void launch(const StreamGemm& g) {
+  using S = Shape<BM>;
+  static const bool configured = [] {
+    RINGLM_CUDA_CHECK(cudaFuncSetAttribute(stream_gemm_kernel<T, BM>,
+                                           cudaFuncAttributeMaxDynamicSharedMemorySize, S::kSmem));
+    return true;
+  }();
+  (void)configured;
+  Context& context = Context::get();
+  const int tiles = static_cast<int>((g.N + kTileRows - 1) / kTileRows);
+  const int k_chunks = static_cast<int>((g.K + kChunk - 1) / kChunk);
+  const int64_t units = int64_t{tiles} * k_chunks;
+  const int grid = static_cast<int>(std::min<int64_t>(sm_count(), units));
+  Args a{};
+  a.y = g.y;
+  a.ldy = g.ldy;
+  a.M = static_cast<int>(g.M);
+  a.N = static_cast<int>(g.N);
+  a.k_chunks = k_chunks;
+  a.units = units;
+  a.grid = grid;
+  a.accumulate = g.accumulate ? 1 : 0;
+  a.partials = static_cast<float*>(context.scratch(
+      Scratch::GemmPartials, static_cast<size_t>(grid) * 2 * kTileRows * BM * sizeof(float)));
+  a.tickets = static_cast<unsigned*>(
+      context.scratch(Scratch::GemmTickets, kMaxTiles * sizeof(unsigned), /*zeroed=*/true));
+  const CUtensorMap w_map = tensor_map(g.w, g.dtype, g.N, g.K, g.K, kTileRows);
+  const CUtensorMap x_map = tensor_map(g.x, g.dtype, g.M, g.K, g.ldx, BM);
+  launch_pdl(stream_gemm_kernel<T, BM>, dim3(grid), dim3(kThreads), S::kSmem, context.stream(),
+             w_map, x_map, a);
+  check_launch("stream_gemm_kernel");
+}
+
+template <typename T>
+void launch_for_rows(const StreamGemm& g) {
+  if (g.M <= 32) return launch<T, 32>(g);
+  if (g.M <= 64) return launch<T, 64>(g);
+  if (g.M <= 128) return launch<T, 128>(g);
+  if (g.M <= 192) return launch<T, 192>(g);
+  return launch<T, 256>(g);
+}
+
+}  // namespace
+
+bool stream_gemm_applies(const StreamGemm& g) {
+  const auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
+  return enabled_flag().load(std::memory_order_relaxed) &&
+         (g.dtype == DType::BF16 || g.dtype == DType::F16) && g.M >= stream_gemm_min_rows() &&
+         g.M <= kStreamGemmMaxRows && g.K > 0 && g.K % 8 == 0 && g.ldx % 8 == 0 && g.ldx >= g.K &&
+         g.N > 0 && g.N <= int64_t{kMaxTiles} * kTileRows && g.K <= INT32_MAX && aligned(g.x) &&
+         aligned(g.w) && stream_gemm_device_supported();
+}
+
+void stream_gemm(const StreamGemm& g) {
+  RINGLM_CHECK(stream_gemm_applies(g), "stream_gemm: unsupported call (M ", g.M, ", N ", g.N,
+               ", K ", g.K, ", ", dtype_name(g.dtype), ")");
+  calls().fetch_add(1, std::memory_order_relaxed);
+  if (g.dtype == DType::BF16) return launch_for_rows<__nv_bfloat16>(g);
+  launch_for_rows<__half>(g);
+}
+
+bool stream_gemm_enabled() {
+  return enabled_flag().load(std::memory_order_relaxed);
+}
+void set_stream_gemm(bool enabled) {
+  enabled_flag().store(enabled, std::memory_order_relaxed);
+}
+int64_t stream_gemm_min_rows() {
+  return min_rows_value().load(std::memory_order_relaxed);
+}
+void set_stream_gemm_min_rows(int64_t rows) {
+  min_rows_value().store(std::max<int64_t>(rows, 1), std::memory_order_relaxed);
+}
+int64_t stream_gemm_count() {
+  return calls().load(std::memory_order_relaxed);
+}
+
+}  // namespace ringlm::cuda

@@ -1,0 +1,59 @@
+// The decode GEMM for 16-bit weights at a few dozen to 256 rows (stream_gemm.cu), behind
+// matmul.cu's gemm() in place of cuBLAS. Internal to backends/cuda; plain C++.
+//
+// Why: at 17-256 rows a decode step's matmuls stream every weight once and do little arithmetic
+// per byte (M·2 FLOP per 16-bit weight: under the H200's ~200 FLOP/byte ridge up to ~100 rows),
+// so they should run at the copy bandwidth. cuBLAS reached 2.5-3.5 TB/s of the H200's 4.27 at
+// these shapes (docs/benchmarks.md): a grid of tiles quantized into waves, no programmatic
+// dependent launch, a second kernel for split-K sums. This kernel is Hopper's shape for it:
+// weights copied by TMA into a ring of shared-memory stages (a producer warp), two warpgroups
+// multiplying with wgmma, and "stream-K" work division — the (tile, 64-wide k chunk) units are
+// cut into one equal contiguous range per SM, so every SM streams the same number of weight
+// bytes to the end, and tiles cut between SMs are summed by the last SM to finish its part.
+// Its first stages' weight copies start before the previous kernel has finished.
+//
+// Precision: the dense GPU matmul's contract (cuda_ops.h): x and w 16-bit, exact products, f32
+// accumulation. Row m of y depends only on x[m] and (N, K): the cut of K into parts depends on
+// the shape and the GPU's multiprocessor count, never on M, and parts are added in k order. So a
+// row is the same bits at every M the kernel serves (stream_gemm_test.cc checks it).
+#pragma once
+
+#include <cstdint>
+
+#include "core/dtype.h"
+
+namespace ringlm::cuda {
+
+constexpr int64_t kStreamGemmMaxRows = 256;
+
+struct StreamGemm {
+  const void* x;  // BF16|F16[M, K], row stride ldx (elements)
+  int64_t ldx;
+  const void* w;  // BF16|F16[N, K] (the same dtype), contiguous
+  DType dtype;
+  int64_t M, N, K;
+  float* y;  // F32[M, N], row stride ldy: y = x · wᵀ, or y += x · wᵀ when accumulate
+  int64_t ldy;
+  bool accumulate;
+};
+
+// Whether stream_gemm() serves this call: a Hopper GPU (sm_90), BF16 or F16, M in
+// [stream_gemm_min_rows(), kStreamGemmMaxRows], K and ldx multiples of 8, 16-byte aligned x and
+// w, and the kernel switched on.
+bool stream_gemm_applies(const StreamGemm& g);
+// Whether this process's GPU runs the kernel at all (compute capability 9.0).
+bool stream_gemm_device_supported();
+// Runs `g` on the context's stream (stream_gemm_applies must hold).
+void stream_gemm(const StreamGemm& g);
+
+// Off unless RINGLM_CUDA_STREAM_GEMM=1 or set_stream_gemm(true) until a GPU run has measured it
+// (tests, same-binary A/Bs; CUDA graphs captured before keep what they captured).
+bool stream_gemm_enabled();
+void set_stream_gemm(bool enabled);
+// The fewest rows it serves: RINGLM_CUDA_STREAM_GEMM_MIN_ROWS, else 17 (fewer go to cuBLAS).
+int64_t stream_gemm_min_rows();
+void set_stream_gemm_min_rows(int64_t rows);
+// Calls stream_gemm() has run in this process (tests check which path a matmul took).
+int64_t stream_gemm_count();
+
+}  // namespace ringlm::cuda
