@@ -62,15 +62,10 @@ TEST(CudaMatmul, ExactOnSmallIntegers) {
     for (const Case& c : kCases) {
       SCOPED_TRACE(::testing::Message()
                    << testing::dtype_label(wt) << " M=" << c.M << " K=" << c.K << " N=" << c.N);
-      Owned x(DType::F32, {c.M, c.K}), w(wt, {c.N, c.K}), b(wt, {c.N});
-      Owned ref(DType::F32, {c.M, c.N});
-      testing::fill_small_ints(x, 4);
-      testing::fill_small_ints(w, 5);
-      testing::fill_small_ints(b, 6, 100);
-      OnDevice dx(x), dw(w), db(b), dy(DType::F32, {c.M, c.N});
-      matmul(dx.t(), dw.t(), db.t(), dy.t());
-      reference::matmul(x.t(), w.t(), b.t(), ref.t());
-      ASSERT_TRUE(testing::bitwise_equal(dy.to_host().t(), ref.t()));
+      ASSERT_TRUE(testing::exact_on_small_integers(
+          wt, c.M, c.K, c.N, [](const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y) {
+            matmul(x, w, b, y);
+          }));
     }
   }
 }

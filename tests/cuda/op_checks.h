@@ -1,5 +1,6 @@
 // Checks that several GPU op tests make alike: the error bound of an f32-accumulated x·wᵀ + b,
-// x and y as row views inside wider buffers, and a bad token id reported by cuda::synchronize().
+// exactness on small integers, x and y as row views inside wider buffers, and a bad token id
+// reported by cuda::synchronize().
 #pragma once
 
 #include <gtest/gtest.h>
@@ -9,6 +10,7 @@
 #include <string>
 
 #include "cuda_test_util.h"
+#include "ops/reference.h"
 
 namespace ringlm::ops::testing {
 
@@ -32,6 +34,23 @@ inline double matmul_tolerance(DType wt, int64_t K, double mag) {
   const double ux = wt == DType::BF16 ? 1.0 / 256 : wt == DType::F16 ? 1.0 / 2048 : 0.0;
   const double sub = wt == DType::F16 ? static_cast<double>(K) * std::ldexp(1.0, -25) : 0.0;
   return (ux + 2.0 * static_cast<double>(K + 2) * kEps) * 1.01 * mag + sub + 1e-30;
+}
+
+// Small integers: every product and partial sum is an exact f32 integer, so any correct matmul
+// (any order, cut of K or tensor-core path) equals the reference bit for bit. Runs
+// gpu(x /* F32[M, K] */, w /* wt[N, K] */, bias /* wt[N] */, y /* F32[M, N] */) on device copies.
+template <typename GpuMatmul>
+::testing::AssertionResult exact_on_small_integers(DType wt, int64_t M, int64_t K, int64_t N,
+                                                   const GpuMatmul& gpu) {
+  Owned x(DType::F32, {M, K}), w(wt, {N, K}), b(wt, {N}), ref(DType::F32, {M, N});
+  fill_small_ints(x, 4);
+  fill_small_ints(w, 5);
+  fill_small_ints(b, 6, 100);
+  OnDevice dx(x), dw(w), db(b), dy(DType::F32, {M, N});
+  gpu(dx.t(), dw.t(), db.t(), dy.t());
+  reference::matmul(x.t(), w.t(), b.t(), ref.t());
+  if (bitwise_equal(dy.to_host().t(), ref.t())) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << "not the reference's bits";
 }
 
 // The shape and data of a strided-rows check: x rows K + x_pad floats apart, y rows N + 3 apart;

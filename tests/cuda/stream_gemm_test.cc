@@ -97,16 +97,8 @@ TEST_F(CudaStreamGemm, MatchesReference) {
 TEST_F(CudaStreamGemm, ExactOnSmallIntegers) {
   for (DType wt : kTypes) {
     for (int64_t M : {int64_t{17}, int64_t{200}}) {
-      const int64_t K = 4104, N = 300;
       SCOPED_TRACE(::testing::Message() << testing::dtype_label(wt) << " M=" << M);
-      Owned x(DType::F32, {M, K}), w(wt, {N, K}), b(wt, {N}), ref(DType::F32, {M, N});
-      testing::fill_small_ints(x, 4);
-      testing::fill_small_ints(w, 5);
-      testing::fill_small_ints(b, 6, 100);
-      OnDevice dx(x), dw(w), db(b), dy(DType::F32, {M, N});
-      run_matmul(dx.t(), dw.t(), db.t(), dy.t());
-      reference::matmul(x.t(), w.t(), b.t(), ref.t());
-      ASSERT_TRUE(testing::bitwise_equal(dy.to_host().t(), ref.t()));
+      ASSERT_TRUE(testing::exact_on_small_integers(wt, M, 4104, 300, run_matmul));
     }
   }
 }
