@@ -36,6 +36,25 @@ inline double matmul_tolerance(DType wt, int64_t K, double mag) {
   return (ux + 2.0 * static_cast<double>(K + 2) * kEps) * 1.01 * mag + sub + 1e-30;
 }
 
+// y (F32[M, N], the GPU's) against the scalar reference of x·wᵀ (+ bias; null for none), each
+// element within matmul_tolerance for w's dtype.
+inline ::testing::AssertionResult matches_reference_matmul(const Owned& y, const Owned& x,
+                                                           const Owned& w, const Owned* bias) {
+  const int64_t M = x.t().shape[0], K = x.t().shape[1], N = w.t().shape[0];
+  Owned ref(DType::F32, {M, N});
+  reference::matmul(x.t(), w.t(), bias == nullptr ? Tensor() : bias->t(), ref.t());
+  for (int64_t m = 0; m < M; ++m) {
+    for (int64_t n = 0; n < N; ++n) {
+      const double tol = matmul_tolerance(w.t().dtype, K, matmul_magnitude(x, w, bias, m, n));
+      const double got = y.f(m * N + n), want = ref.f(m * N + n);
+      if (!(std::fabs(got - want) <= tol))
+        return ::testing::AssertionFailure() << "m=" << m << " n=" << n << ": " << got << " vs "
+                                             << want << " (tolerance " << tol << ")";
+    }
+  }
+  return ::testing::AssertionSuccess();
+}
+
 // Small integers: every product and partial sum is an exact f32 integer, so any correct matmul
 // (any order, cut of K or tensor-core path) equals the reference bit for bit. Runs
 // gpu(x /* F32[M, K] */, w /* wt[N, K] */, bias /* wt[N] */, y /* F32[M, N] */) on device copies.
