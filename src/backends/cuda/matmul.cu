@@ -10,7 +10,6 @@
 #include <climits>
 #include <cstddef>
 #include <cstdint>
-#include <cstdlib>
 #include <span>
 
 #include "backends/cuda/cuda_ops.h"
@@ -165,11 +164,8 @@ void gemm_with_bias(const GemmInput& b, int64_t M, int64_t K, const Tensor& w, c
 // RINGLM_CUDA_JOINED_GEMM_MAX_ROWS sets another bound at start-up (same-binary A/B runs).
 constexpr int64_t kJoinedGemmMaxRows = 64;
 int64_t joined_gemm_max_rows() {
-  static const int64_t rows = [] {
-    const char* v = std::getenv("RINGLM_CUDA_JOINED_GEMM_MAX_ROWS");
-    const int64_t parsed = v == nullptr ? 0 : std::atoll(v);
-    return parsed > 0 ? parsed : kJoinedGemmMaxRows;
-  }();
+  static const int64_t rows =
+      env_positive_int("RINGLM_CUDA_JOINED_GEMM_MAX_ROWS", kJoinedGemmMaxRows);
   return rows;
 }
 

@@ -140,6 +140,12 @@ bool env_switch_on(const char* name, bool by_default) {
   return value == "0" ? false : (value == "1" ? true : by_default);
 }
 
+int64_t env_positive_int(const char* name, int64_t by_default) {
+  const char* v = std::getenv(name);
+  const int64_t parsed = v == nullptr ? 0 : std::atoll(v);
+  return parsed > 0 ? parsed : by_default;
+}
+
 namespace {
 // A process-wide switch: on unless the environment sets `Name` to "0"; tests may flip it.
 template <const char* Name>

@@ -121,6 +121,9 @@ int sm_count();
 // A run-time switch read from the environment (same-binary A/B): NAME=0 turns it off, NAME=1 on;
 // unset (or anything else) leaves it at `by_default`.
 bool env_switch_on(const char* name, bool by_default = true);
+// A positive integer setting read from the environment (same-binary A/B): `by_default` when NAME
+// is unset or not a positive integer.
+int64_t env_positive_int(const char* name, int64_t by_default);
 
 // Whether launch_pdl (device/pdl.cuh) lets kernels overlap their predecessor: true unless the
 // environment sets RINGLM_CUDA_PDL=0, or set_pdl_enabled(false) (tests; CUDA graphs captured

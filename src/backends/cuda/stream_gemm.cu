@@ -14,7 +14,6 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
-#include <cstdlib>
 #include <string>
 
 #include "backends/cuda/cuda_ops.h"
@@ -244,11 +243,7 @@ std::atomic<bool>& enabled_flag() {
 }
 
 std::atomic<int64_t>& min_rows_value() {
-  static std::atomic<int64_t> rows{[] {
-    const char* v = std::getenv("RINGLM_CUDA_STREAM_GEMM_MIN_ROWS");
-    const int64_t parsed = v == nullptr ? 0 : std::atoll(v);
-    return parsed > 0 ? parsed : int64_t{17};
-  }()};
+  static std::atomic<int64_t> rows{env_positive_int("RINGLM_CUDA_STREAM_GEMM_MIN_ROWS", 17)};
   return rows;
 }
 
