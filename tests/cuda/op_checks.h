@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <string>
@@ -43,16 +44,26 @@ inline ::testing::AssertionResult matches_reference_matmul(const Owned& y, const
   const int64_t M = x.t().shape[0], K = x.t().shape[1], N = w.t().shape[0];
   Owned ref(DType::F32, {M, N});
   reference::matmul(x.t(), w.t(), bias == nullptr ? Tensor() : bias->t(), ref.t());
+  // On failure: the first miss, how many, and the rows and columns they span (a new kernel's
+  // wrong fragment or tile shows as a pattern there).
+  int64_t misses = 0, m_lo = M, m_hi = -1, n_lo = N, n_hi = -1;
+  ::testing::Message first;
   for (int64_t m = 0; m < M; ++m) {
     for (int64_t n = 0; n < N; ++n) {
       const double tol = matmul_tolerance(w.t().dtype, K, matmul_magnitude(x, w, bias, m, n));
       const double got = y.f(m * N + n), want = ref.f(m * N + n);
-      if (!(std::fabs(got - want) <= tol))
-        return ::testing::AssertionFailure() << "m=" << m << " n=" << n << ": " << got << " vs "
-                                             << want << " (tolerance " << tol << ")";
+      if (std::fabs(got - want) <= tol) continue;
+      if (misses++ == 0)
+        first << "m=" << m << " n=" << n << ": " << got << " vs " << want << " (tolerance " << tol
+              << ")";
+      m_lo = std::min(m_lo, m), m_hi = std::max(m_hi, m);
+      n_lo = std::min(n_lo, n), n_hi = std::max(n_hi, n);
     }
   }
-  return ::testing::AssertionSuccess();
+  if (misses == 0) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure()
+         << first << "; " << misses << " of " << M * N << " miss, rows " << m_lo << ".." << m_hi
+         << ", columns " << n_lo << ".." << n_hi;
 }
 
 // Small integers: every product and partial sum is an exact f32 integer, so any correct matmul
