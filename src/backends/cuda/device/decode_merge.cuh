@@ -38,41 +38,23 @@ __device__ __forceinline__ MergeTask merge_task(const AttnArgs& a, int r, int h)
   return t;
 }
 
-// One warp merges decode row r's head h: dim 32c + lane (c < kSlots, dims past head_dim left
-// zero) into y[c]; false when row r has no decode query to merge here. Lane p of each run of 32
-// parts loads that part's m and l and weighs it once (2^(m_p − m_all) in natural units); the
-// output then sums the parts in part order, each lane's loads of kBatch parts issued before
-// their sum — a merge is a chain of L2 reads of other blocks' partials, and its latency is what
-// a decode step waits for. kEarly (the merge kernel): `known` is row r's task, read before the
-// kernel's wait, and the first batch's loads go out with m and l. Without (the decode kernel's
-// last block) the task is read here: the split task and early batch cost the k8v3 kernel two
-// registers at head_dim 128 (126 → 128), and a build with them lost 1.3 % at 32k × 16 (H100,
-// docs/benchmarks.md).
-template <int kSlots, bool kEarly>
-__device__ __forceinline__ bool merge_head(const AttnArgs& a, int r, int h, float (&y)[kSlots],
-                                           int64_t& out_row, const MergeTask* known = nullptr) {
+// One warp merges decode row r's head h (task t, merge_task's): dim 32c + lane (c < kSlots,
+// dims past head_dim left zero) into y[c]; false when row r has no decode query to merge here.
+// Lane p of each run of 32 parts loads that part's m and l once and weighs it (2^(m_p − m_all)
+// in natural units); the output sums the parts in part order. A merge is a chain of L2 reads of
+// other blocks' partials and its latency is what a decode step waits for, so each lane keeps
+// kMergeLoads loads in flight (a batch of parts), and the first batch goes out with m and l:
+// at 33 parts and head_dim 128, 5 dependent round trips where 2 parts a batch and m and l read
+// twice took 18.
+constexpr int kMergeLoads = 32;
+template <int kSlots>
+__device__ __forceinline__ bool merge_head(const AttnArgs& a, const MergeTask& t,
+                                           float (&y)[kSlots]) {
+  if (!t.wanted) return false;
   const int lane = static_cast<int>(threadIdx.x) & 31;
-  int parts;
-  int64_t base;
-  if constexpr (kEarly) {
-    if (!known->wanted) return false;
-    parts = known->parts;
-    base = known->base;
-    out_row = known->out_row;
-  } else {
-    const int q0 = a.query_start[r];
-    if (a.query_start[r + 1] - q0 != 1 || !query_wanted(a, a.context_len[r] - 1)) return false;
-    const VisibleKeys keys(a.context_len[r] - 1, a.window, a.sink_tokens);
-    parts = a.split_rule.parts(keys.count);
-    base = (static_cast<int64_t>(r) * a.q_heads + h) * a.max_parts;
-    out_row = static_cast<int64_t>(q0) * a.q_heads + h;
-  }
-  const float* ml = a.part_ml + 2 * base;
+  const int parts = t.parts;
   const int64_t stride = a.head_dim;
-  // Parts whose loads are in flight together: 8 loads a lane (the fused merge shares the decode
-  // kernel's register budget).
-  constexpr int kBatch = kSlots >= 8 ? 1 : 8 / kSlots;
-  float first[kBatch][kSlots];  // kEarly: parts 0 .. kBatch − 1
+  constexpr int kBatch = kMergeLoads / kSlots;
   const auto load_batch = [&](const float* acc, int j0, int n, float(&x)[kBatch][kSlots]) {
 #pragma unroll
     for (int i = 0; i < kBatch; ++i) {
@@ -83,29 +65,27 @@ __device__ __forceinline__ bool merge_head(const AttnArgs& a, int r, int h, floa
       }
     }
   };
-  if constexpr (kEarly) load_batch(a.part_acc + base * stride + lane, 0, min(32, parts), first);
-  float m_all = -INFINITY;
-  for (int p = lane; p < parts; p += 32) m_all = fmaxf(m_all, ml[2 * p]);
+  const float* acc0 = a.part_acc + t.base * stride + lane;
+  float x[kBatch][kSlots];
+  load_batch(acc0, 0, min(32, parts), x);
+  // m and l of this lane's part of the first run of 32 parts stay in registers; a later run's
+  // (past 32 parts) are read again, from L1.
+  const float2* ml = reinterpret_cast<const float2*>(a.part_ml) + t.base;
+  const float2 first_ml = lane < parts ? ml[lane] : make_float2(-INFINITY, 0.0f);
+  float m_all = first_ml.x;
+  for (int p = 32 + lane; p < parts; p += 32) m_all = fmaxf(m_all, ml[p].x);
   m_all = warp_max(m_all);
   float l_lane = 0.0f;
 #pragma unroll
   for (int c = 0; c < kSlots; ++c) y[c] = 0.0f;
   for (int p0 = 0; p0 < parts; p0 += 32) {
     const int p = p0 + lane, n = min(32, parts - p0);
-    const float w = p < parts ? expf(ml[2 * p] - m_all) : 0.0f;
-    l_lane += p < parts ? ml[2 * p + 1] * w : 0.0f;
-    const float* acc = a.part_acc + (base + p0) * stride + lane;
+    const float2 part_ml = p0 == 0 ? first_ml : (p < parts ? ml[p] : first_ml);
+    const float w = p < parts ? expf(part_ml.x - m_all) : 0.0f;
+    l_lane += p < parts ? part_ml.y * w : 0.0f;
+    const float* acc = acc0 + p0 * stride;
     for (int j0 = 0; j0 < n; j0 += kBatch) {
-      float x[kBatch][kSlots];
-      if (kEarly && p0 + j0 == 0) {
-#pragma unroll
-        for (int i = 0; i < kBatch; ++i) {
-#pragma unroll
-          for (int c = 0; c < kSlots; ++c) x[i][c] = first[i][c];
-        }
-      } else {
-        load_batch(acc, j0, n, x);
-      }
+      if (p0 + j0 > 0) load_batch(acc, j0, n, x);
 #pragma unroll
       for (int i = 0; i < kBatch; ++i) {
         const float wi = __shfl_sync(kFullMask, w, (j0 + i) & 31);  // 0 past the parts
@@ -150,10 +130,10 @@ __device__ __forceinline__ void merge_heads(const AttnArgs& a, int r, int h0, in
   constexpr int kSlots = kD / 32;
   const int warp = static_cast<int>(threadIdx.x) >> 5;
   for (int hh = warp; hh < heads; hh += kThreads / 32) {
+    const MergeTask t = merge_task(a, r, h0 + hh);
     float y[kSlots];
-    int64_t out_row;
-    if (!merge_head<kSlots, false>(a, r, h0 + hh, y, out_row)) continue;
-    store_merged<kSlots>(a, out_row, y);
+    if (!merge_head<kSlots>(a, t, y)) continue;
+    store_merged<kSlots>(a, t.out_row, y);
   }
 }
 
@@ -170,9 +150,8 @@ __global__ void __launch_bounds__(32 * kMergeWarps) decode_merge_kernel(const At
   wait_prior_grid();
   launch_dependents();
   float y[kSlots];
-  int64_t out_row;
-  if (!merge_head<kSlots, true>(a, r, h, y, out_row, &t)) return;  // the whole warp
-  store_merged<kSlots>(a, out_row, y);
+  if (!merge_head<kSlots>(a, t, y)) return;  // the whole warp
+  store_merged<kSlots>(a, t.out_row, y);
 }
 
 // Merges every decode row's parts (args.part_ml/part_acc) into out; with
