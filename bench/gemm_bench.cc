@@ -5,6 +5,9 @@
 // the best Lt algorithm with its configuration (tile, stages, split-K, reduction). The weights
 // cycle through copies totalling >= 4× the L2 so each GEMM reads them from HBM, as in a decode
 // step where the other layers' weights evict them. Values do not matter for speed (constant bytes).
+// On Hopper also ringlm's own stream_gemm (backends/cuda/stream_gemm.h, the TMA + wgmma stream-K
+// kernel that matmul.cu would run in place of cublasGemmEx when switched on) for the same
+// problem: µs, TB/s and its speed against cublasGemmEx ("own/Ex" > 1: faster).
 // Last line: the RINGLM_CUDA_LT_RANKS value naming each shape whose best Lt candidate beat
 // cublasGemmEx by >= 3 % (backends/cuda/gemm_lt.h of wip/cublaslt-ranks.patch: matmul.cu runs
 // the named shapes with that candidate), for a same-binary A/B.
@@ -23,6 +26,9 @@
 #include <sstream>
 #include <string>
 #include <vector>
+
+#include "backends/cuda/runtime.h"
+#include "backends/cuda/stream_gemm.h"
 
 namespace {
 
@@ -149,8 +155,13 @@ uint32_t algo_config(const cublasLtMatmulAlgo_t& algo, cublasLtMatmulAlgoConfigA
 
 int main(int argc, char** argv) {
   const Options opt = parse(argc, argv);
-  cudaStream_t stream;
-  check_cuda(cudaStreamCreate(&stream), "stream");
+  // ringlm's context stream: stream_gemm launches there, and so does everything timed here.
+  cudaStream_t stream = ringlm::cuda::Context::get().stream();
+  const bool own_gemm = ringlm::cuda::stream_gemm_device_supported();
+  if (own_gemm) {
+    ringlm::cuda::set_stream_gemm(true);
+    ringlm::cuda::set_stream_gemm_min_rows(1);
+  }
   cublasHandle_t blas;
   check_cublas(cublasCreate(&blas), "cublasCreate");
   check_cublas(cublasSetStream(blas, stream), "cublasSetStream");
@@ -165,8 +176,9 @@ int main(int argc, char** argv) {
   int l2 = 0;
   check_cuda(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, device), "L2 size");
 
-  std::fprintf(opt.json ? stderr : stdout, "%-8s %5s %7s | %9s %7s | %9s %7s %6s | best Lt algo\n",
-               "shape", "M", "algos", "gemmEx us", "TB/s", "best us", "TB/s", "gain");
+  std::fprintf(opt.json ? stderr : stdout,
+               "%-8s %5s %7s | %9s %7s | %9s %7s %6s | %8s %7s %6s | best Lt algo\n", "shape", "M",
+               "algos", "gemmEx us", "TB/s", "best us", "TB/s", "gain", "own us", "TB/s", "own/Ex");
   std::string ranks;  // the shapes where an Lt candidate beats cublasGemmEx by >= 3 %
   for (const Shape& s : opt.shapes) {
     const size_t weight_bytes = static_cast<size_t>(s.n * s.k) * 2;
@@ -192,6 +204,14 @@ int main(int argc, char** argv) {
                             CUDA_R_16BF, k, b.x, CUDA_R_16BF, k, &beta, b.y, CUDA_R_32F, n,
                             CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT) == CUBLAS_STATUS_SUCCESS;
       });
+      Timing own;
+      if (own_gemm && M <= ringlm::cuda::kStreamGemmMaxRows) {
+        own = time_launches(copies, opt.iters, stream, [&](int c) {
+          ringlm::cuda::stream_gemm({b.x, s.k, b.weights[c], ringlm::DType::BF16, M, s.n, s.k,
+                                     static_cast<float*>(b.y), s.n, false});
+          return cudaPeekAtLastError() == cudaSuccess;
+        });
+      }
       cublasLtMatmulDesc_t op;
       check_cublas(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F), "desc");
       const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
@@ -241,6 +261,7 @@ int main(int argc, char** argv) {
         reduction = algo_config(algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME);
       }
       const double gain = gemm_ex.ok && best.ok ? gemm_ex.us / best.us : 0.0;
+      const double own_gain = gemm_ex.ok && own.ok ? gemm_ex.us / own.us : 0.0;
       if (gain >= 1.03) {  // worth a rank-table entry (backends/cuda/gemm_lt.h)
         if (!ranks.empty()) ranks += ",";
         ranks += std::to_string(s.n) + "x" + std::to_string(s.k) + "@" + std::to_string(M) + "=" +
@@ -254,16 +275,17 @@ int main(int argc, char** argv) {
             "{\"shape\": \"%s\", \"n\": %lld, \"k\": %lld, \"m\": %lld, \"algos\": %d, "
             "\"gemm_ex_us\": %.2f, \"gemm_ex_tbps\": %.3f, \"best_us\": %.2f, \"best_tbps\": "
             "%.3f, \"best_rank\": %d, \"algo_id\": %u, \"tile\": %u, \"stages\": %u, "
-            "\"split_k\": %u, \"reduction\": %u}\n",
+            "\"split_k\": %u, \"reduction\": %u, \"own_us\": %.2f, \"own_tbps\": %.3f}\n",
             s.name.c_str(), static_cast<long long>(s.n), static_cast<long long>(s.k),
             static_cast<long long>(M), found, gemm_ex.us, tbps(gemm_ex), best.us, tbps(best),
-            best_index, id, tile, stages, split_k, reduction);
+            best_index, id, tile, stages, split_k, reduction, own.us, tbps(own));
       }
       std::fprintf(table,
-                   "%-8s %5lld %7d | %9.2f %7.3f | %9.2f %7.3f %5.3fx | rank %d id %u tile %u "
-                   "stages %u split-k %u reduction %u\n",
+                   "%-8s %5lld %7d | %9.2f %7.3f | %9.2f %7.3f %5.3fx | %8.2f %7.3f %5.3fx | rank "
+                   "%d id %u tile %u stages %u split-k %u reduction %u\n",
                    s.name.c_str(), static_cast<long long>(M), found, gemm_ex.us, tbps(gemm_ex),
-                   best.us, tbps(best), gain, best_index, id, tile, stages, split_k, reduction);
+                   best.us, tbps(best), gain, own.us, tbps(own), own_gain, best_index, id, tile,
+                   stages, split_k, reduction);
       std::fflush(stdout);
       (void)cublasLtMatmulPreferenceDestroy(pref);
       (void)cublasLtMatrixLayoutDestroy(la);

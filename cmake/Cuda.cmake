@@ -46,10 +46,11 @@ target_link_libraries(ringlm_cuda PUBLIC ringlm_lib CUDA::cudart_static CUDA::cu
 target_compile_definitions(ringlm_lib PUBLIC RINGLM_HAS_CUDA)
 target_link_libraries(ringlm_lib PUBLIC ringlm_cuda)
 
-# bench/gemm_bench.cc: the decode GEMMs through cublasGemmEx vs every cuBLASLt heuristic algorithm.
+# bench/gemm_bench.cc: the decode GEMMs through cublasGemmEx vs every cuBLASLt heuristic algorithm
+# and stream_gemm.
 add_executable(gemm_bench ${CMAKE_SOURCE_DIR}/bench/gemm_bench.cc)
 target_compile_options(gemm_bench PRIVATE ${RINGLM_WARNINGS})
-target_link_libraries(gemm_bench PRIVATE CUDA::cudart_static CUDA::cublas CUDA::cublasLt)
+target_link_libraries(gemm_bench PRIVATE ringlm_lib)
 
 if(RINGLM_TESTS)
   find_package(GTest REQUIRED)

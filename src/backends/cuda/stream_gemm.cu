@@ -6,8 +6,12 @@
 // (one per SM) take equal contiguous ranges of the units in tile-major order. A CTA's range is a
 // run of segments (the chunks of one tile it holds); a segment holding all of its tile's chunks
 // writes y directly, any other writes its partial sums to a slot of the CTA's own (its first or
-// its last segment), and the CTA whose ticket completes the tile adds the tile's partials in
-// CTA order — k order — and writes y, then re-arms the ticket for the next launch.
+// its last segment). At the end of its range each CTA that parked a part waits for the tile's
+// other parts and adds one slice of the tile — every part in CTA order, k order — into y; the
+// last to finish re-arms the tile's counters for the next launch.
+//
+// Each chunk's MMAs run while the next chunk's are issued (wgmma.wait_group 1): a stage goes back
+// to the copies one chunk after its MMAs were issued.
 #include <cuda.h>  // CUtensorMap (a header type; the encoder comes from the runtime, below)
 #include <cudaTypedefs.h>
 
@@ -28,21 +32,21 @@ namespace {
 
 constexpr int kTileRows = 128;  // weight rows per tile: 2 consumer warpgroups × wgmma's 64
 constexpr int kChunk = 64;      // K per unit: 128 bytes of 16-bit values
-// Two warpgroups; thread 0 also issues the copies, refilling each stage as soon as both have
-// read it. (A producer warp or warpgroup of its own spilled the 128 accumulators of 256 rows:
+// Two warpgroups; thread 0 also issues the copies, refilling each stage once every warp is done
+// with it. (A producer warp or warpgroup of its own spilled the 128 accumulators of 256 rows:
 // ptxas allots 168 registers to a thread of a 288- or 384-thread block, setmaxnreg or not.)
 constexpr int kConsumerThreads = 256;
 constexpr int kThreads = kConsumerThreads;
 constexpr int kSmemBudget = 220 * 1024;
-constexpr int kMaxTiles = 4096;  // tickets kept (N up to 524,288)
+constexpr int kMaxTiles = 4096;  // counters kept per tile (N up to 524,288)
 
 template <int BM>
 struct Shape {
   static constexpr int kWBytes = kTileRows * kChunk * 2;
   static constexpr int kXBytes = BM * kChunk * 2;
   static constexpr int kStages = std::min(10, kSmemBudget / (kWBytes + kXBytes));
-  // 1,024 bytes for aligning the tiles (128-byte swizzle atoms), then the barriers and a flag.
-  static constexpr int kSmem = 1024 + kStages * (kWBytes + kXBytes) + 2 * kStages * 8 + 16;
+  // 1,024 bytes for aligning the tiles (128-byte swizzle atoms), then the barriers.
+  static constexpr int kSmem = 1024 + kStages * (kWBytes + kXBytes) + kStages * 8;
   static constexpr int kAcc = BM / 2;  // accumulators per consumer thread
 };
 
@@ -51,11 +55,12 @@ struct Args {
   int64_t ldy;
   int M, N;
   int k_chunks;       // chunks per tile: ceil(K / 64)
-  int64_t units;      // tiles · k_chunks
+  int units;          // tiles · k_chunks (at most INT32_MAX / grid: range_start stays in 64 bits)
   int grid;           // CTAs: min(SMs, units), so that every CTA holds at least one unit
   int accumulate;     // y += instead of y =
   float* partials;    // F32[grid, 2 slots, 128 · BM] in fragment order
-  unsigned* tickets;  // [tiles], zero between launches
+  unsigned* arrived;  // [tiles]: partials written this launch; zero between launches
+  unsigned* reduced;  // [tiles]: slices reduced this launch; zero between launches
 };
 
 __device__ __forceinline__ int64_t range_start(int64_t cta, const Args& a) {
@@ -69,24 +74,38 @@ __device__ __forceinline__ int cta_of(int64_t u, const Args& a) {
 __device__ __forceinline__ int slot_of(int cta, int tile, const Args& a) {
   return range_start(cta, a) / a.k_chunks == tile ? 0 : 1;
 }
+// The CTAs holding chunks of `tile`: first..last, in k order.
+struct Contributors {
+  int first, last;
+};
+__device__ __forceinline__ Contributors contributors_of(int tile, const Args& a) {
+  const int64_t first_unit = int64_t{tile} * a.k_chunks;
+  return {cta_of(first_unit, a), cta_of(first_unit + a.k_chunks - 1, a)};
+}
 
 __device__ __forceinline__ void consumer_barrier() {
   asm volatile("bar.sync 1, %0;\n" ::"n"(kConsumerThreads) : "memory");
 }
 
-// acc's values of tile `tile` into y (masked to M × N), onto y's values when accumulating.
-template <int BM>
-__device__ __forceinline__ void store_tile(const float (&acc)[Shape<BM>::kAcc], int tile, int ctid,
-                                           const Args& a) {
+// Where thread `ctid`'s accumulators 4v..4v+3 lie in the tile: weight row n (and n + 8) and x
+// rows m, m + 1 (wgmma.cuh's fragment: d[4j + 2h + b] = D[16w + l/4 + 8h][8j + 2(l%4) + b]).
+struct FragmentPlace {
+  int n, m;
+};
+__device__ __forceinline__ FragmentPlace fragment_place(int tile, int ctid, int v) {
   const int warp = ctid / 32, lane = ctid % 32;
-  const int row0 = tile * kTileRows + (warp / 4) * 64 + (warp % 4) * 16 + lane / 4;
+  return {tile * kTileRows + (warp / 4) * 64 + (warp % 4) * 16 + lane / 4, 8 * v + 2 * (lane % 4)};
+}
+
+// Four sums of one fragment place into y (masked to M × N), onto y's values when accumulating.
+__device__ __forceinline__ void store_quad(float4 sums, FragmentPlace at, const Args& a) {
+  const float values[4] = {sums.x, sums.y, sums.z, sums.w};
 #pragma unroll
-  for (int i = 0; i < Shape<BM>::kAcc; ++i) {
-    const int n = row0 + 8 * ((i / 2) % 2);
-    const int m = 8 * (i / 4) + 2 * (lane % 4) + i % 2;
+  for (int q = 0; q < 4; ++q) {
+    const int n = at.n + 8 * (q / 2), m = at.m + q % 2;
     if (n < a.N && m < a.M) {
-      float* out = a.y + m * a.ldy + n;
-      *out = a.accumulate ? *out + acc[i] : acc[i];
+      float* out = a.y + int64_t{m} * a.ldy + n;
+      *out = a.accumulate ? *out + values[q] : values[q];
     }
   }
 }
@@ -96,11 +115,11 @@ __device__ __forceinline__ float* partial_slot(const Args& a, int cta, int slot)
   return a.partials + (int64_t{cta} * 2 + slot) * (kTileRows * BM);
 }
 
-// The epilogue of a segment that holds only some of its tile's chunks: park the partial sums,
-// and if this CTA completes the tile, add all of its partials in CTA order and write y.
+// A segment holding only some of its tile's chunks parks its sums in its slot, in fragment order
+// (float4 v·256 + ctid holds thread ctid's accumulators 4v..4v+3), and counts itself arrived.
 template <int BM>
-__device__ void finish_partial(float (&acc)[Shape<BM>::kAcc], int tile, int cta, int ctid,
-                               int* last_flag, const Args& a) {
+__device__ void park_partial(const float (&acc)[Shape<BM>::kAcc], int tile, int cta, int ctid,
+                             const Args& a) {
   constexpr int kVec = Shape<BM>::kAcc / 4;
   float4* mine = reinterpret_cast<float4*>(partial_slot<BM>(a, cta, slot_of(cta, tile, a)));
 #pragma unroll
@@ -109,38 +128,54 @@ __device__ void finish_partial(float (&acc)[Shape<BM>::kAcc], int tile, int cta,
         make_float4(acc[4 * v], acc[4 * v + 1], acc[4 * v + 2], acc[4 * v + 3]);
   __threadfence();
   consumer_barrier();
-  const int64_t first_unit = int64_t{tile} * a.k_chunks;
-  const int first_cta = cta_of(first_unit, a);
-  const int last_cta = cta_of(first_unit + a.k_chunks - 1, a);
+  if (ctid == 0) atomicAdd(&a.arrived[tile], 1u);
+}
+
+// Once every contributor of `tile` has parked its sums, this CTA (the index-th of the tile's
+// parts) adds the parts of its own slice of the tile in CTA order — k order, the same for every
+// slice and every M — and writes y; the last to finish re-arms the tile's counters. Every part
+// reduces a slice at its range's end, so no CTA adds a whole tile alone while the others idle.
+template <int BM>
+__device__ void reduce_slice(int tile, int cta, int ctid, const Args& a) {
+  constexpr int kVec = Shape<BM>::kAcc / 4, kTotal = kVec * kConsumerThreads;
+  const Contributors parts = contributors_of(tile, a);
+  const unsigned count = static_cast<unsigned>(parts.last - parts.first + 1);
   if (ctid == 0) {
-    const unsigned done = atomicAdd(&a.tickets[tile], 1u);
-    *last_flag = done == static_cast<unsigned>(last_cta - first_cta);
+    // Every CTA of the grid is resident (one per SM, grid <= SMs), so the wait ends.
+    while (*static_cast<volatile unsigned*>(&a.arrived[tile]) < count) __nanosleep(32);
+    __threadfence();
   }
   consumer_barrier();
-  if (*last_flag == 0) return;
-  // Every part, this CTA's too, is read back from its slot: acc becomes the running sum (at 256
-  // rows a second array of 128 sums would not fit the registers).
-  __threadfence();
-  // Eight float4 per part in flight at a time: all of them at once would take 128 more registers.
-  constexpr int kGroup = kVec < 8 ? kVec : 8;
+  const int index = cta - parts.first;
+  const int begin = static_cast<int>(int64_t{index} * kTotal / count);
+  const int end = static_cast<int>(int64_t{index + 1} * kTotal / count);
+  constexpr int kBatch = 8;  // parts' loads in flight per float4
+  for (int f = begin + ctid; f < end; f += kConsumerThreads) {
+    float4 sum = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    for (int c0 = parts.first; c0 <= parts.last; c0 += kBatch) {
+      float4 loaded[kBatch];
 #pragma unroll
-  for (int v0 = 0; v0 < kVec; v0 += kGroup) {
-    for (int c = first_cta; c <= last_cta; ++c) {
-      const float4* part =
-          reinterpret_cast<const float4*>(partial_slot<BM>(a, c, slot_of(c, tile, a)));
+      for (int j = 0; j < kBatch; ++j)
+        if (c0 + j <= parts.last)
+          loaded[j] = __ldcg(reinterpret_cast<const float4*>(
+                                 partial_slot<BM>(a, c0 + j, slot_of(c0 + j, tile, a))) +
+                             f);
 #pragma unroll
-      for (int v = v0; v < v0 + kGroup; ++v) {
-        const float4 p = __ldcg(part + v * kConsumerThreads + ctid);
-        const bool start = c == first_cta;
-        acc[4 * v] = start ? p.x : acc[4 * v] + p.x;
-        acc[4 * v + 1] = start ? p.y : acc[4 * v + 1] + p.y;
-        acc[4 * v + 2] = start ? p.z : acc[4 * v + 2] + p.z;
-        acc[4 * v + 3] = start ? p.w : acc[4 * v + 3] + p.w;
+      for (int j = 0; j < kBatch; ++j) {
+        if (c0 + j > parts.last) break;
+        const float4 p = loaded[j];
+        sum = c0 + j == parts.first
+                  ? p
+                  : make_float4(sum.x + p.x, sum.y + p.y, sum.z + p.z, sum.w + p.w);
       }
     }
+    store_quad(sum, fragment_place(tile, f % kConsumerThreads, f / kConsumerThreads), a);
   }
-  store_tile<BM>(acc, tile, ctid, a);
-  if (ctid == 0) a.tickets[tile] = 0;
+  consumer_barrier();
+  if (ctid == 0 && atomicAdd(&a.reduced[tile], 1u) == count - 1) {
+    a.arrived[tile] = 0;
+    a.reduced[tile] = 0;
+  }
 }
 
 template <typename T, int BM>
@@ -155,54 +190,61 @@ __global__ void __launch_bounds__(kThreads, 1)
   unsigned char* const w_tiles = tiles;
   unsigned char* const x_tiles = tiles + S::kStages * S::kWBytes;
   uint64_t* const full = reinterpret_cast<uint64_t*>(x_tiles + S::kStages * S::kXBytes);
-  uint64_t* const empty = full + S::kStages;
-  int* const last_flag = reinterpret_cast<int*>(empty + S::kStages);
 
   const int cta = blockIdx.x;
-  const int64_t first = range_start(cta, a), count = range_start(cta + 1, a) - first;
+  // 32-bit unit indices in the main loop: a 64-bit division is a branching subroutine, and any
+  // branch on the thread while MMAs are in flight makes ptxas serialize them (warning C7518).
+  const int first = static_cast<int>(range_start(cta, a));
+  const int count = static_cast<int>(range_start(cta + 1, a) - first);
   if (threadIdx.x == 0) {
-    for (int s = 0; s < S::kStages; ++s) {
-      device::mbarrier_init(&full[s], 1);
-      device::mbarrier_init(&empty[s], kConsumerThreads / 32);
-    }
+    for (int s = 0; s < S::kStages; ++s) device::mbarrier_init(&full[s], 1);
     device::mbarrier_init_fence();
   }
   __syncthreads();
 
-  // The copies of unit i into stage i % kStages, completing full[stage].
+  // The copies of unit i into stage i % kStages, completing full[stage], where `issue` holds.
   const uint64_t evict_first = device::l2_evict_first_policy();
-  const auto copy_weights = [&](int64_t i) {
-    const int64_t u = first + i;
+  const auto copy_weights = [&](int i, bool issue) {
+    const int u = first + i;
     const int s = static_cast<int>(i % S::kStages);
-    device::mbarrier_arrive_expect_tx(&full[s], S::kWBytes + S::kXBytes);
+    device::mbarrier_arrive_expect_tx(&full[s], S::kWBytes + S::kXBytes, issue);
     device::tma_load_2d(w_tiles + s * S::kWBytes, &w_map, (u % a.k_chunks) * kChunk,
-                        (u / a.k_chunks) * kTileRows, &full[s], evict_first);
+                        (u / a.k_chunks) * kTileRows, &full[s], evict_first, issue);
   };
-  const auto copy_x = [&](int64_t i) {
-    const int64_t u = first + i;
+  const auto copy_x = [&](int i, bool issue) {
+    const int u = first + i;
     const int s = static_cast<int>(i % S::kStages);
-    device::tma_load_2d(x_tiles + s * S::kXBytes, &x_map, (u % a.k_chunks) * kChunk, 0, &full[s],
-                        0);
+    device::tma_load_2d(x_tiles + s * S::kXBytes, &x_map, (u % a.k_chunks) * kChunk, 0, &full[s], 0,
+                        issue);
   };
-  const int64_t prologue = std::min<int64_t>(count, S::kStages);
+  const int prologue = count < S::kStages ? count : S::kStages;
   if (threadIdx.x == 0) {
     // The weights are never written by a kernel: the first stages' copies start before the
     // previous kernel finishes (pdl.cuh), x's after it.
-    for (int64_t i = 0; i < prologue; ++i) copy_weights(i);
+    for (int i = 0; i < prologue; ++i) copy_weights(i, true);
     device::wait_prior_grid();
-    for (int64_t i = 0; i < prologue; ++i) copy_x(i);
+    for (int i = 0; i < prologue; ++i) copy_x(i, true);
   }
   __syncwarp();               // wgmma's instructions want the whole warp converged
-  device::wait_prior_grid();  // y, the partials and the tickets
+  device::wait_prior_grid();  // y, the partials and the counters
   const int ctid = threadIdx.x, group = ctid / 128;
+  // Unit i's stage has been read by both warpgroups' MMAs (each waited for them): after a
+  // barrier of all eight warps, thread 0 refills it with unit i + kStages.
+  const auto release = [&](int i) {
+    consumer_barrier();
+    const bool refill = ctid == 0 && i + S::kStages < count;
+    copy_weights(i + S::kStages, refill);
+    copy_x(i + S::kStages, refill);
+  };
   float acc[S::kAcc];
 #pragma unroll
   for (int i = 0; i < S::kAcc; ++i) acc[i] = 0.0f;
-  int64_t segment_start = 0;  // the segment's first chunk
-  for (int64_t i = 0; i < count; ++i) {
-    const int64_t u = first + i;
-    const int tile = static_cast<int>(u / a.k_chunks);
-    const int64_t chunk = u % a.k_chunks;
+  int parked_first = -1, parked_last = -1;  // the tiles of this CTA's partial segments
+  int segment_start = 0;                    // the segment's first chunk
+  for (int i = 0; i < count; ++i) {
+    const int u = first + i;
+    const int tile = u / a.k_chunks;
+    const int chunk = u % a.k_chunks;
     if (i == 0 || chunk == 0) segment_start = chunk;
     const int s = static_cast<int>(i % S::kStages);
     device::mbarrier_wait(&full[s], static_cast<uint32_t>((i / S::kStages) & 1));
@@ -216,25 +258,37 @@ __global__ void __launch_bounds__(kThreads, 1)
       device::Wgmma<BM, T>::run(acc, w_desc + 2 * k, x_desc + 2 * k,
                                 (chunk == segment_start && k == 0) ? 0 : 1);
     device::wgmma_commit();
-    device::wgmma_wait_all();
+    const bool segment_ends = i + 1 == count || chunk + 1 == a.k_chunks;
+    if (!segment_ends) {
+      // This chunk's MMAs stay in flight while the previous chunk's stage is handed back.
+      device::wgmma_wait<1>();
+#pragma unroll
+      for (int i2 = 0; i2 < S::kAcc; ++i2) device::fence_operand(acc[i2]);
+      if (chunk != segment_start) release(i - 1);
+      continue;
+    }
+    device::wgmma_wait<0>();
 #pragma unroll
     for (int i2 = 0; i2 < S::kAcc; ++i2) device::fence_operand(acc[i2]);
-    __syncwarp();
-    if (ctid % 32 == 0) device::mbarrier_arrive(&empty[s]);
-    if (ctid == 0 && i + S::kStages < count) {
-      device::mbarrier_wait(&empty[s], static_cast<uint32_t>((i / S::kStages) & 1));
-      copy_weights(i + S::kStages);
-      copy_x(i + S::kStages);
-    }
-    __syncwarp();
-    if (i + 1 < count && chunk + 1 < a.k_chunks) continue;  // the segment goes on
+    if (chunk != segment_start) release(i - 1);
+    release(i);
     if (i + 1 == count) device::launch_dependents();
     if (segment_start == 0 && chunk + 1 == a.k_chunks) {
-      store_tile<BM>(acc, tile, ctid, a);
+#pragma unroll
+      for (int v = 0; v < S::kAcc / 4; ++v)
+        store_quad(make_float4(acc[4 * v], acc[4 * v + 1], acc[4 * v + 2], acc[4 * v + 3]),
+                   fragment_place(tile, ctid, v), a);
     } else {
-      finish_partial<BM>(acc, tile, cta, ctid, last_flag, a);
+      park_partial<BM>(acc, tile, cta, ctid, a);
+      (parked_first < 0 ? parked_first : parked_last) = tile;
     }
   }
+  // Nothing is in flight after the last segment's wait, but ptxas cannot tell: without this wait
+  // the branches below would make it serialize every wgmma of the kernel (warning C7518).
+  device::wgmma_wait<0>();
+  // The tiles cut between CTAs, reduced once every CTA's range is done (all finish together).
+  if (parked_first >= 0) reduce_slice<BM>(parked_first, cta, ctid, a);
+  if (parked_last >= 0) reduce_slice<BM>(parked_last, cta, ctid, a);
 }
 
 std::atomic<bool>& enabled_flag() {
@@ -320,13 +374,14 @@ void launch(const StreamGemm& g) {
   a.M = static_cast<int>(g.M);
   a.N = static_cast<int>(g.N);
   a.k_chunks = k_chunks;
-  a.units = units;
+  a.units = static_cast<int>(units);
   a.grid = grid;
   a.accumulate = g.accumulate ? 1 : 0;
   a.partials = static_cast<float*>(context.scratch(
       Scratch::GemmPartials, static_cast<size_t>(grid) * 2 * kTileRows * BM * sizeof(float)));
-  a.tickets = static_cast<unsigned*>(
-      context.scratch(Scratch::GemmTickets, kMaxTiles * sizeof(unsigned), /*zeroed=*/true));
+  a.arrived = static_cast<unsigned*>(
+      context.scratch(Scratch::GemmTickets, 2 * kMaxTiles * sizeof(unsigned), /*zeroed=*/true));
+  a.reduced = a.arrived + kMaxTiles;
   const CUtensorMap w_map = tensor_map(g.w, g.dtype, g.N, g.K, g.K, kTileRows);
   const CUtensorMap x_map = tensor_map(g.x, g.dtype, g.M, g.K, g.ldx, BM);
   launch_pdl(stream_gemm_kernel<T, BM>, dim3(grid), dim3(kThreads), S::kSmem, context.stream(),
@@ -350,8 +405,9 @@ bool stream_gemm_applies(const StreamGemm& g) {
   return enabled_flag().load(std::memory_order_relaxed) &&
          (g.dtype == DType::BF16 || g.dtype == DType::F16) && g.M >= stream_gemm_min_rows() &&
          g.M <= kStreamGemmMaxRows && g.K > 0 && g.K % 8 == 0 && g.ldx % 8 == 0 && g.ldx >= g.K &&
-         g.N > 0 && g.N <= int64_t{kMaxTiles} * kTileRows && g.K <= INT32_MAX && aligned(g.x) &&
-         aligned(g.w) && stream_gemm_device_supported();
+         g.N > 0 && g.N <= int64_t{kMaxTiles} * kTileRows && g.K <= INT32_MAX &&
+         (g.N + kTileRows - 1) / kTileRows * ((g.K + kChunk - 1) / kChunk) <= INT32_MAX &&
+         aligned(g.x) && aligned(g.w) && stream_gemm_device_supported();
 }
 
 void stream_gemm(const StreamGemm& g) {
