@@ -1,8 +1,8 @@
 // The Hopper decode GEMM behind cuda::matmul (backends/cuda/stream_gemm.h) for BF16/F16 weights
-// at 17-256 rows: against the scalar reference for each row-tile width and for K and N cut
-// between CTAs (stream-K partial sums) or not, with and without bias (its accumulate path); exact
-// on small integers; strided rows; repeated launches (the tickets re-arm); bit-identical rows at
-// every M it serves.
+// at 17-256 rows: against the scalar reference for each row-tile width, both weight-tile widths
+// (128 and 256 rows) and K and N cut between CTAs (stream-K partial sums, reduced in slices) or
+// not, with and without bias (its accumulate path); exact on small integers; strided rows;
+// repeated launches (the counters re-arm); bit-identical rows at every M of one tile width.
 #include <gtest/gtest.h>
 
 #include <vector>
@@ -30,6 +30,7 @@ class CudaStreamGemm : public ::testing::Test {
     if (!cuda::stream_gemm_device_supported()) GTEST_SKIP() << "not a Hopper GPU";
     was_enabled_ = cuda::stream_gemm_enabled();
     was_min_rows_ = cuda::stream_gemm_min_rows();
+    was_wide_ = cuda::stream_gemm_wide_tiles();
     cuda::set_stream_gemm(true);
     cuda::set_stream_gemm_min_rows(17);
     switched_ = true;
@@ -38,10 +39,11 @@ class CudaStreamGemm : public ::testing::Test {
     if (!switched_) return;
     cuda::set_stream_gemm(was_enabled_);
     cuda::set_stream_gemm_min_rows(was_min_rows_);
+    cuda::set_stream_gemm_wide_tiles(was_wide_);
   }
 
  private:
-  bool switched_ = false, was_enabled_ = false;
+  bool switched_ = false, was_enabled_ = false, was_wide_ = true;
   int64_t was_min_rows_ = 17;
 };
 
@@ -63,22 +65,26 @@ void run_matmul(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& y)
 }
 
 TEST_F(CudaStreamGemm, MatchesReference) {
-  for (DType wt : kTypes) {
-    for (const KN& s : kShapes) {
-      Owned w(wt, {s.N, s.K}), b(DType::BF16, {s.N});
-      testing::fill_uniform(w, 2);
-      testing::fill_uniform(b, 3);
-      OnDevice dw(w), db(b);
-      for (int64_t M : kRows) {
-        const bool with_bias = M % 2 == 1;
-        SCOPED_TRACE(::testing::Message() << testing::dtype_label(wt) << " M=" << M << " K=" << s.K
-                                          << " N=" << s.N << " bias=" << with_bias);
-        Owned x(DType::F32, {M, s.K});
-        testing::fill_uniform(x, static_cast<uint32_t>(M));
-        OnDevice dx(x), dy(DType::F32, {M, s.N});
-        run_matmul(dx.t(), dw.t(), with_bias ? db.t() : Tensor(), dy.t());
-        ASSERT_TRUE(
-            testing::matches_reference_matmul(dy.to_host(), x, w, with_bias ? &b : nullptr));
+  for (const bool wide : {true, false}) {
+    cuda::set_stream_gemm_wide_tiles(wide);
+    for (DType wt : kTypes) {
+      for (const KN& s : kShapes) {
+        Owned w(wt, {s.N, s.K}), b(DType::BF16, {s.N});
+        testing::fill_uniform(w, 2);
+        testing::fill_uniform(b, 3);
+        OnDevice dw(w), db(b);
+        for (int64_t M : kRows) {
+          const bool with_bias = M % 2 == 1;
+          SCOPED_TRACE(::testing::Message()
+                       << testing::dtype_label(wt) << " M=" << M << " K=" << s.K << " N=" << s.N
+                       << " bias=" << with_bias << " wide=" << wide);
+          Owned x(DType::F32, {M, s.K});
+          testing::fill_uniform(x, static_cast<uint32_t>(M));
+          OnDevice dx(x), dy(DType::F32, {M, s.N});
+          run_matmul(dx.t(), dw.t(), with_bias ? db.t() : Tensor(), dy.t());
+          ASSERT_TRUE(
+              testing::matches_reference_matmul(dy.to_host(), x, w, with_bias ? &b : nullptr));
+        }
       }
     }
   }
@@ -123,26 +129,38 @@ TEST_F(CudaStreamGemm, StridedRows) {
   }
 }
 
-// Row m of an M-row call is the same bits for every M the kernel serves, and again on a second
-// launch: the cut of K depends on (N, K) alone, partial sums are added in k order, and the last
-// CTA of each cut tile re-arms its ticket.
+// Row m of an M-row call is the same bits for every M served with one weight-tile width, and
+// again on a second launch: the cut of K depends on (N, K, the tile width) alone, partial sums
+// are added in k order, and the last CTA to reduce a cut tile re-arms its counters. With narrow
+// tiles that is every M from 17 to 256; with wide ones (M <= 128) every M from 17 to 128.
 TEST_F(CudaStreamGemm, RowsAreTheSameBitsAtEveryM) {
-  for (DType wt : kTypes) {
-    const int64_t K = 4096, N = 1000, M = cuda::kStreamGemmMaxRows;
-    Owned x(DType::F32, {M, K}), w(wt, {N, K});
-    testing::fill_uniform(x, 21);
-    testing::fill_uniform(w, 22);
-    OnDevice dx(x), dw(w), full(DType::F32, {M, N}), again(DType::F32, {M, N});
-    run_matmul(dx.t(), dw.t(), Tensor(), full.t());
-    run_matmul(dx.t(), dw.t(), Tensor(), again.t());
-    const Owned want = full.to_host();
-    ASSERT_TRUE(testing::bitwise_equal(again.to_host().t(), want.t()))
-        << testing::dtype_label(wt) << " second launch";
-    for (int64_t rows : {17, 32, 33, 64, 65, 128, 129, 192, 193, 255}) {
-      OnDevice y(DType::F32, {rows, N});
-      run_matmul(dx.t().slice_rows(0, rows), dw.t(), Tensor(), y.t());
-      EXPECT_TRUE(testing::bitwise_equal(y.to_host().t(), want.t().slice_rows(0, rows)))
-          << testing::dtype_label(wt) << " M=" << rows;
+  struct Family {
+    bool wide;
+    int64_t widest;
+    std::vector<int64_t> rows;
+  };
+  const std::vector<Family> families = {
+      {false, cuda::kStreamGemmMaxRows, {17, 32, 33, 64, 65, 128, 129, 192, 193, 255}},
+      {true, 128, {17, 32, 33, 64, 65, 100, 127}}};
+  for (const Family& family : families) {
+    cuda::set_stream_gemm_wide_tiles(family.wide);
+    for (DType wt : kTypes) {
+      const int64_t K = 4096, N = 1000, M = family.widest;
+      Owned x(DType::F32, {M, K}), w(wt, {N, K});
+      testing::fill_uniform(x, 21);
+      testing::fill_uniform(w, 22);
+      OnDevice dx(x), dw(w), full(DType::F32, {M, N}), again(DType::F32, {M, N});
+      run_matmul(dx.t(), dw.t(), Tensor(), full.t());
+      run_matmul(dx.t(), dw.t(), Tensor(), again.t());
+      const Owned want = full.to_host();
+      ASSERT_TRUE(testing::bitwise_equal(again.to_host().t(), want.t()))
+          << testing::dtype_label(wt) << " second launch, wide=" << family.wide;
+      for (int64_t rows : family.rows) {
+        OnDevice y(DType::F32, {rows, N});
+        run_matmul(dx.t().slice_rows(0, rows), dw.t(), Tensor(), y.t());
+        EXPECT_TRUE(testing::bitwise_equal(y.to_host().t(), want.t().slice_rows(0, rows)))
+            << testing::dtype_label(wt) << " M=" << rows << " wide=" << family.wide;
+      }
     }
   }
 }

@@ -30,24 +30,33 @@ namespace ringlm::cuda {
 
 namespace {
 
-constexpr int kTileRows = 128;  // weight rows per tile: 2 consumer warpgroups × wgmma's 64
-constexpr int kChunk = 64;      // K per unit: 128 bytes of 16-bit values
+// Weight rows per tile, TR: 128 (each consumer warpgroup one wgmma of 64 rows per k step) for
+// any BM, or 256 (two each) for BM <= 128: twice the weight bytes per copy of x's rows, so half
+// the x traffic from L2 and half the stage hand-overs per weight byte. Registers bound it: a
+// thread holds TR · BM / 256 accumulators, 128 at most.
+constexpr int kNarrowTile = 128;
+constexpr int kWideTile = 256;
+constexpr int kChunk = 64;  // K per unit: 128 bytes of 16-bit values
 // Two warpgroups; thread 0 also issues the copies, refilling each stage once every warp is done
 // with it. (A producer warp or warpgroup of its own spilled the 128 accumulators of 256 rows:
 // ptxas allots 168 registers to a thread of a 288- or 384-thread block, setmaxnreg or not.)
 constexpr int kConsumerThreads = 256;
 constexpr int kThreads = kConsumerThreads;
 constexpr int kSmemBudget = 220 * 1024;
-constexpr int kMaxTiles = 4096;  // counters kept per tile (N up to 524,288)
+constexpr int kMaxTiles = 4096;  // counters kept per tile (N up to 524,288 at narrow tiles)
 
-template <int BM>
+template <int BM, int TR>
 struct Shape {
-  static constexpr int kWBytes = kTileRows * kChunk * 2;
+  static_assert(TR == kNarrowTile || (TR == kWideTile && BM <= 128));
+  static constexpr int kWBytes = TR * kChunk * 2;
   static constexpr int kXBytes = BM * kChunk * 2;
   static constexpr int kStages = std::min(10, kSmemBudget / (kWBytes + kXBytes));
   // 1,024 bytes for aligning the tiles (128-byte swizzle atoms), then the barriers.
   static constexpr int kSmem = 1024 + kStages * (kWBytes + kXBytes) + kStages * 8;
-  static constexpr int kAcc = BM / 2;  // accumulators per consumer thread
+  static constexpr int kSub = TR / 128;   // 64-row wgmma tiles per warpgroup
+  static constexpr int kSubAcc = BM / 2;  // accumulators per thread of one of them
+  static constexpr int kSubVec = kSubAcc / 4;
+  static constexpr int kVec = kSub * kSubVec;  // float4s of accumulators per thread
 };
 
 struct Args {
@@ -87,14 +96,27 @@ __device__ __forceinline__ void consumer_barrier() {
   asm volatile("bar.sync 1, %0;\n" ::"n"(kConsumerThreads) : "memory");
 }
 
-// Where thread `ctid`'s accumulators 4v..4v+3 lie in the tile: weight row n (and n + 8) and x
-// rows m, m + 1 (wgmma.cuh's fragment: d[4j + 2h + b] = D[16w + l/4 + 8h][8j + 2(l%4) + b]).
+// Where thread `ctid`'s float4 v of accumulators lies in the tile — acc[v / kSubVec][4w..4w+3]
+// with w = v % kSubVec — as weight row n (and n + 8) and x rows m, m + 1 (wgmma.cuh's fragment:
+// d[4j + 2h + b] = D[16w + l/4 + 8h][8j + 2(l%4) + b]; warpgroup g's sub-tile j holds weight
+// rows g · TR/2 + 64 j ...).
 struct FragmentPlace {
   int n, m;
 };
+template <int BM, int TR>
 __device__ __forceinline__ FragmentPlace fragment_place(int tile, int ctid, int v) {
-  const int warp = ctid / 32, lane = ctid % 32;
-  return {tile * kTileRows + (warp / 4) * 64 + (warp % 4) * 16 + lane / 4, 8 * v + 2 * (lane % 4)};
+  using S = Shape<BM, TR>;
+  const int warp = ctid / 32, lane = ctid % 32, sub = v / S::kSubVec, w = v % S::kSubVec;
+  return {tile * TR + (warp / 4) * (TR / 2) + sub * 64 + (warp % 4) * 16 + lane / 4,
+          8 * w + 2 * (lane % 4)};
+}
+// Thread's float4 v of accumulators (fragment_place's order).
+template <int BM, int TR>
+__device__ __forceinline__ float4
+accumulators(const float (&acc)[Shape<BM, TR>::kSub][Shape<BM, TR>::kSubAcc], int v) {
+  using S = Shape<BM, TR>;
+  const float* q = &acc[v / S::kSubVec][4 * (v % S::kSubVec)];
+  return make_float4(q[0], q[1], q[2], q[3]);
 }
 
 // Four sums of one fragment place into y (masked to M × N), onto y's values when accumulating.
@@ -110,22 +132,20 @@ __device__ __forceinline__ void store_quad(float4 sums, FragmentPlace at, const 
   }
 }
 
-template <int BM>
+template <int BM, int TR>
 __device__ __forceinline__ float* partial_slot(const Args& a, int cta, int slot) {
-  return a.partials + (int64_t{cta} * 2 + slot) * (kTileRows * BM);
+  return a.partials + (int64_t{cta} * 2 + slot) * (TR * BM);
 }
 
 // A segment holding only some of its tile's chunks parks its sums in its slot, in fragment order
 // (float4 v·256 + ctid holds thread ctid's accumulators 4v..4v+3), and counts itself arrived.
-template <int BM>
-__device__ void park_partial(const float (&acc)[Shape<BM>::kAcc], int tile, int cta, int ctid,
-                             const Args& a) {
-  constexpr int kVec = Shape<BM>::kAcc / 4;
-  float4* mine = reinterpret_cast<float4*>(partial_slot<BM>(a, cta, slot_of(cta, tile, a)));
+template <int BM, int TR>
+__device__ void park_partial(const float (&acc)[Shape<BM, TR>::kSub][Shape<BM, TR>::kSubAcc],
+                             int tile, int cta, int ctid, const Args& a) {
+  float4* mine = reinterpret_cast<float4*>(partial_slot<BM, TR>(a, cta, slot_of(cta, tile, a)));
 #pragma unroll
-  for (int v = 0; v < kVec; ++v)
-    mine[v * kConsumerThreads + ctid] =
-        make_float4(acc[4 * v], acc[4 * v + 1], acc[4 * v + 2], acc[4 * v + 3]);
+  for (int v = 0; v < Shape<BM, TR>::kVec; ++v)
+    mine[v * kConsumerThreads + ctid] = accumulators<BM, TR>(acc, v);
   __threadfence();
   consumer_barrier();
   if (ctid == 0) atomicAdd(&a.arrived[tile], 1u);
@@ -135,9 +155,9 @@ __device__ void park_partial(const float (&acc)[Shape<BM>::kAcc], int tile, int 
 // parts) adds the parts of its own slice of the tile in CTA order — k order, the same for every
 // slice and every M — and writes y; the last to finish re-arms the tile's counters. Every part
 // reduces a slice at its range's end, so no CTA adds a whole tile alone while the others idle.
-template <int BM>
+template <int BM, int TR>
 __device__ void reduce_slice(int tile, int cta, int ctid, const Args& a) {
-  constexpr int kVec = Shape<BM>::kAcc / 4, kTotal = kVec * kConsumerThreads;
+  constexpr int kTotal = Shape<BM, TR>::kVec * kConsumerThreads;
   const Contributors parts = contributors_of(tile, a);
   const unsigned count = static_cast<unsigned>(parts.last - parts.first + 1);
   if (ctid == 0) {
@@ -158,7 +178,7 @@ __device__ void reduce_slice(int tile, int cta, int ctid, const Args& a) {
       for (int j = 0; j < kBatch; ++j)
         if (c0 + j <= parts.last)
           loaded[j] = __ldcg(reinterpret_cast<const float4*>(
-                                 partial_slot<BM>(a, c0 + j, slot_of(c0 + j, tile, a))) +
+                                 partial_slot<BM, TR>(a, c0 + j, slot_of(c0 + j, tile, a))) +
                              f);
 #pragma unroll
       for (int j = 0; j < kBatch; ++j) {
@@ -169,7 +189,7 @@ __device__ void reduce_slice(int tile, int cta, int ctid, const Args& a) {
                   : make_float4(sum.x + p.x, sum.y + p.y, sum.z + p.z, sum.w + p.w);
       }
     }
-    store_quad(sum, fragment_place(tile, f % kConsumerThreads, f / kConsumerThreads), a);
+    store_quad(sum, fragment_place<BM, TR>(tile, f % kConsumerThreads, f / kConsumerThreads), a);
   }
   consumer_barrier();
   if (ctid == 0 && atomicAdd(&a.reduced[tile], 1u) == count - 1) {
@@ -178,12 +198,12 @@ __device__ void reduce_slice(int tile, int cta, int ctid, const Args& a) {
   }
 }
 
-template <typename T, int BM>
+template <typename T, int BM, int TR>
 __global__ void __launch_bounds__(kThreads, 1)
-    stream_gemm_kernel(const __grid_constant__ CUtensorMap w_map,  // BF16|F16[N, K], box 64×128
+    stream_gemm_kernel(const __grid_constant__ CUtensorMap w_map,  // BF16|F16[N, K], box 64×TR
                        const __grid_constant__ CUtensorMap x_map,  // BF16|F16[M, K], box 64×BM
                        const Args a) {
-  using S = Shape<BM>;
+  using S = Shape<BM, TR>;
   extern __shared__ unsigned char smem_raw[];
   unsigned char* const tiles = reinterpret_cast<unsigned char*>(
       (reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t{1023});
@@ -209,7 +229,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     const int s = static_cast<int>(i % S::kStages);
     device::mbarrier_arrive_expect_tx(&full[s], S::kWBytes + S::kXBytes, issue);
     device::tma_load_2d(w_tiles + s * S::kWBytes, &w_map, (u % a.k_chunks) * kChunk,
-                        (u / a.k_chunks) * kTileRows, &full[s], evict_first, issue);
+                        (u / a.k_chunks) * TR, &full[s], evict_first, issue);
   };
   const auto copy_x = [&](int i, bool issue) {
     const int u = first + i;
@@ -236,9 +256,17 @@ __global__ void __launch_bounds__(kThreads, 1)
     copy_weights(i + S::kStages, refill);
     copy_x(i + S::kStages, refill);
   };
-  float acc[S::kAcc];
+  float acc[S::kSub][S::kSubAcc];
+  const auto fence_accumulators = [&] {
 #pragma unroll
-  for (int i = 0; i < S::kAcc; ++i) acc[i] = 0.0f;
+    for (int j = 0; j < S::kSub; ++j)
+#pragma unroll
+      for (int i2 = 0; i2 < S::kSubAcc; ++i2) device::fence_operand(acc[j][i2]);
+  };
+#pragma unroll
+  for (int j = 0; j < S::kSub; ++j)
+#pragma unroll
+    for (int i2 = 0; i2 < S::kSubAcc; ++i2) acc[j][i2] = 0.0f;
   int parked_first = -1, parked_last = -1;  // the tiles of this CTA's partial segments
   int segment_start = 0;                    // the segment's first chunk
   for (int i = 0; i < count; ++i) {
@@ -248,38 +276,37 @@ __global__ void __launch_bounds__(kThreads, 1)
     if (i == 0 || chunk == 0) segment_start = chunk;
     const int s = static_cast<int>(i % S::kStages);
     device::mbarrier_wait(&full[s], static_cast<uint32_t>((i / S::kStages) & 1));
-    const uint64_t w_desc = device::smem_descriptor(w_tiles + s * S::kWBytes + group * 64 * 128);
+    // Warpgroup g's sub-tile j: weight rows g · TR/2 + 64 j.. of the stage (128 bytes a row).
+    const unsigned char* const w_stage = w_tiles + s * S::kWBytes + group * (TR / 2) * 128;
     const uint64_t x_desc = device::smem_descriptor(x_tiles + s * S::kXBytes);
-#pragma unroll
-    for (int i2 = 0; i2 < S::kAcc; ++i2) device::fence_operand(acc[i2]);
+    fence_accumulators();
     device::wgmma_fence();
 #pragma unroll
     for (int k = 0; k < kChunk / 16; ++k)
-      device::Wgmma<BM, T>::run(acc, w_desc + 2 * k, x_desc + 2 * k,
-                                (chunk == segment_start && k == 0) ? 0 : 1);
+#pragma unroll
+      for (int j = 0; j < S::kSub; ++j)
+        device::Wgmma<BM, T>::run(acc[j], device::smem_descriptor(w_stage + j * 64 * 128) + 2 * k,
+                                  x_desc + 2 * k, (chunk == segment_start && k == 0) ? 0 : 1);
     device::wgmma_commit();
     const bool segment_ends = i + 1 == count || chunk + 1 == a.k_chunks;
     if (!segment_ends) {
       // This chunk's MMAs stay in flight while the previous chunk's stage is handed back.
       device::wgmma_wait<1>();
-#pragma unroll
-      for (int i2 = 0; i2 < S::kAcc; ++i2) device::fence_operand(acc[i2]);
+      fence_accumulators();
       if (chunk != segment_start) release(i - 1);
       continue;
     }
     device::wgmma_wait<0>();
-#pragma unroll
-    for (int i2 = 0; i2 < S::kAcc; ++i2) device::fence_operand(acc[i2]);
+    fence_accumulators();
     if (chunk != segment_start) release(i - 1);
     release(i);
     if (i + 1 == count) device::launch_dependents();
     if (segment_start == 0 && chunk + 1 == a.k_chunks) {
 #pragma unroll
-      for (int v = 0; v < S::kAcc / 4; ++v)
-        store_quad(make_float4(acc[4 * v], acc[4 * v + 1], acc[4 * v + 2], acc[4 * v + 3]),
-                   fragment_place(tile, ctid, v), a);
+      for (int v = 0; v < S::kVec; ++v)
+        store_quad(accumulators<BM, TR>(acc, v), fragment_place<BM, TR>(tile, ctid, v), a);
     } else {
-      park_partial<BM>(acc, tile, cta, ctid, a);
+      park_partial<BM, TR>(acc, tile, cta, ctid, a);
       (parked_first < 0 ? parked_first : parked_last) = tile;
     }
   }
@@ -287,8 +314,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   // the branches below would make it serialize every wgmma of the kernel (warning C7518).
   device::wgmma_wait<0>();
   // The tiles cut between CTAs, reduced once every CTA's range is done (all finish together).
-  if (parked_first >= 0) reduce_slice<BM>(parked_first, cta, ctid, a);
-  if (parked_last >= 0) reduce_slice<BM>(parked_last, cta, ctid, a);
+  if (parked_first >= 0) reduce_slice<BM, TR>(parked_first, cta, ctid, a);
+  if (parked_last >= 0) reduce_slice<BM, TR>(parked_last, cta, ctid, a);
 }
 
 std::atomic<bool>& enabled_flag() {
@@ -299,6 +326,11 @@ std::atomic<bool>& enabled_flag() {
 std::atomic<int64_t>& min_rows_value() {
   static std::atomic<int64_t> rows{env_positive_int("RINGLM_CUDA_STREAM_GEMM_MIN_ROWS", 17)};
   return rows;
+}
+
+std::atomic<bool>& wide_tiles_flag() {
+  static std::atomic<bool> wide{env_switch_on("RINGLM_CUDA_STREAM_GEMM_WIDE", true)};
+  return wide;
 }
 
 std::atomic<int64_t>& calls() {
@@ -354,17 +386,17 @@ CUtensorMap tensor_map(const void* base, DType dtype, int64_t rows, int64_t cols
   return map;
 }
 
-template <typename T, int BM>
+template <typename T, int BM, int TR>
 void launch(const StreamGemm& g) {
-  using S = Shape<BM>;
+  using S = Shape<BM, TR>;
   static const bool configured = [] {
-    RINGLM_CUDA_CHECK(cudaFuncSetAttribute(stream_gemm_kernel<T, BM>,
+    RINGLM_CUDA_CHECK(cudaFuncSetAttribute(stream_gemm_kernel<T, BM, TR>,
                                            cudaFuncAttributeMaxDynamicSharedMemorySize, S::kSmem));
     return true;
   }();
   (void)configured;
   Context& context = Context::get();
-  const int tiles = static_cast<int>((g.N + kTileRows - 1) / kTileRows);
+  const int tiles = static_cast<int>((g.N + TR - 1) / TR);
   const int k_chunks = static_cast<int>((g.K + kChunk - 1) / kChunk);
   const int64_t units = int64_t{tiles} * k_chunks;
   const int grid = static_cast<int>(std::min<int64_t>(sm_count(), units));
@@ -378,24 +410,29 @@ void launch(const StreamGemm& g) {
   a.grid = grid;
   a.accumulate = g.accumulate ? 1 : 0;
   a.partials = static_cast<float*>(context.scratch(
-      Scratch::GemmPartials, static_cast<size_t>(grid) * 2 * kTileRows * BM * sizeof(float)));
+      Scratch::GemmPartials, static_cast<size_t>(grid) * 2 * TR * BM * sizeof(float)));
   a.arrived = static_cast<unsigned*>(
       context.scratch(Scratch::GemmTickets, 2 * kMaxTiles * sizeof(unsigned), /*zeroed=*/true));
   a.reduced = a.arrived + kMaxTiles;
-  const CUtensorMap w_map = tensor_map(g.w, g.dtype, g.N, g.K, g.K, kTileRows);
+  const CUtensorMap w_map = tensor_map(g.w, g.dtype, g.N, g.K, g.K, TR);
   const CUtensorMap x_map = tensor_map(g.x, g.dtype, g.M, g.K, g.ldx, BM);
-  launch_pdl(stream_gemm_kernel<T, BM>, dim3(grid), dim3(kThreads), S::kSmem, context.stream(),
+  launch_pdl(stream_gemm_kernel<T, BM, TR>, dim3(grid), dim3(kThreads), S::kSmem, context.stream(),
              w_map, x_map, a);
   check_launch("stream_gemm_kernel");
 }
 
 template <typename T>
 void launch_for_rows(const StreamGemm& g) {
-  if (g.M <= 32) return launch<T, 32>(g);
-  if (g.M <= 64) return launch<T, 64>(g);
-  if (g.M <= 128) return launch<T, 128>(g);
-  if (g.M <= 192) return launch<T, 192>(g);
-  return launch<T, 256>(g);
+  if (g.M <= 128 && stream_gemm_wide_tiles()) {
+    if (g.M <= 32) return launch<T, 32, kWideTile>(g);
+    if (g.M <= 64) return launch<T, 64, kWideTile>(g);
+    return launch<T, 128, kWideTile>(g);
+  }
+  if (g.M <= 32) return launch<T, 32, kNarrowTile>(g);
+  if (g.M <= 64) return launch<T, 64, kNarrowTile>(g);
+  if (g.M <= 128) return launch<T, 128, kNarrowTile>(g);
+  if (g.M <= 192) return launch<T, 192, kNarrowTile>(g);
+  return launch<T, 256, kNarrowTile>(g);
 }
 
 }  // namespace
@@ -405,8 +442,8 @@ bool stream_gemm_applies(const StreamGemm& g) {
   return enabled_flag().load(std::memory_order_relaxed) &&
          (g.dtype == DType::BF16 || g.dtype == DType::F16) && g.M >= stream_gemm_min_rows() &&
          g.M <= kStreamGemmMaxRows && g.K > 0 && g.K % 8 == 0 && g.ldx % 8 == 0 && g.ldx >= g.K &&
-         g.N > 0 && g.N <= int64_t{kMaxTiles} * kTileRows && g.K <= INT32_MAX &&
-         (g.N + kTileRows - 1) / kTileRows * ((g.K + kChunk - 1) / kChunk) <= INT32_MAX &&
+         g.N > 0 && g.N <= int64_t{kMaxTiles} * kNarrowTile && g.K <= INT32_MAX &&
+         (g.N + kNarrowTile - 1) / kNarrowTile * ((g.K + kChunk - 1) / kChunk) <= INT32_MAX &&
          aligned(g.x) && aligned(g.w) && stream_gemm_device_supported();
 }
 
@@ -429,6 +466,12 @@ int64_t stream_gemm_min_rows() {
 }
 void set_stream_gemm_min_rows(int64_t rows) {
   min_rows_value().store(std::max<int64_t>(rows, 1), std::memory_order_relaxed);
+}
+bool stream_gemm_wide_tiles() {
+  return wide_tiles_flag().load(std::memory_order_relaxed);
+}
+void set_stream_gemm_wide_tiles(bool wide) {
+  wide_tiles_flag().store(wide, std::memory_order_relaxed);
 }
 int64_t stream_gemm_count() {
   return calls().load(std::memory_order_relaxed);

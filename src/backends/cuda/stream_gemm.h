@@ -57,6 +57,11 @@ void set_stream_gemm(bool enabled);
 // The fewest rows it serves: RINGLM_CUDA_STREAM_GEMM_MIN_ROWS, else 17 (fewer go to cuBLAS).
 int64_t stream_gemm_min_rows();
 void set_stream_gemm_min_rows(int64_t rows);
+// Tiles of 256 weight rows for calls of at most 128 rows (else 128): RINGLM_CUDA_STREAM_GEMM_WIDE=0
+// turns them off (same-binary A/B). A row's bits are the same at every M within 17..128 and
+// within 129..256 (the cut of K follows the tile width).
+bool stream_gemm_wide_tiles();
+void set_stream_gemm_wide_tiles(bool wide);
 // Calls stream_gemm() has run in this process (tests check which path a matmul took).
 int64_t stream_gemm_count();
 
