@@ -9,17 +9,23 @@
 // weights copied by TMA into a ring of shared-memory stages (issued by thread 0), two warpgroups
 // multiplying with wgmma, and "stream-K" work division — the (tile, 64-wide k chunk) units are
 // cut into one equal contiguous range per SM, so every SM streams the same number of weight
-// bytes to the end, and tiles cut between SMs are summed by the last SM to finish its part.
-// Its first stages' weight copies start before the previous kernel has finished.
-// Measured (H100, 2026-12-06): correct, but the decode step ran at 0.91 / 0.88 / 0.76 / 0.65× of
-// cuBLAS's speed at 32 / 64 / 128 / 256 rows — off by default (RINGLM_CUDA_STREAM_GEMM=1 turns
-// it on). Likely why: each chunk waits for its wgmma to drain and thread 0 waits for every warp
-// before refilling a stage, so copies and MMAs do not overlap within a CTA.
+// bytes to the end; the parts of a tile cut between SMs are added by all of them together, a
+// slice each, once every SM's range is done. Its first stages' weight copies start before the
+// previous kernel has finished.
+// First version measured (H100, 2026-12-06): correct, but the decode step ran at 0.91 / 0.88 /
+// 0.76 / 0.65× of cuBLAS's speed at 32 / 64 / 128 / 256 rows. Three causes found since, all
+// changed in the 2026-12-07 version (not yet measured; off by default, RINGLM_CUDA_STREAM_GEMM=1
+// turns it on): each chunk's MMAs drained before the next were issued (now one group stays in
+// flight: wgmma.wait_group 1, a stage refilled a chunk later, the copies predicated rather than
+// branched so that ptxas does not serialize the wgmma instructions); the last SM of a cut tile
+// read every part alone while the others idled (a 512 KB read at 256 rows; now a slice each);
+// and x's rows were copied from L2 once per 128 weight rows (now per 256 up to 128 rows).
 //
 // Precision: the dense GPU matmul's contract (cuda_ops.h): x and w 16-bit, exact products, f32
-// accumulation. Row m of y depends only on x[m] and (N, K): the cut of K into parts depends on
-// the shape and the GPU's multiprocessor count, never on M, and parts are added in k order. So a
-// row is the same bits at every M the kernel serves (stream_gemm_test.cc checks it).
+// accumulation. Row m of y depends only on x[m], (N, K) and the tile width: the cut of K into
+// parts depends on the shape, the tile width and the GPU's multiprocessor count, never on M
+// otherwise, and parts are added in k order. So a row is the same bits at every M served with
+// one tile width — 17..128 and 129..256 with wide tiles, 17..256 without (stream_gemm_test.cc).
 #pragma once
 
 #include <cstdint>
