@@ -169,6 +169,13 @@ __device__ void reduce_slice(int tile, int cta, int ctid, const Args& a) {
   const int index = cta - parts.first;
   const int begin = static_cast<int>(int64_t{index} * kTotal / count);
   const int end = static_cast<int>(int64_t{index + 1} * kTotal / count);
+  // Only the first part's range can start before the tile (its slot 1); every later part's
+  // range starts inside it (slot 0). Found once here: slot_of divides 64-bit integers.
+  const int first_slot = slot_of(parts.first, tile, a);
+  const auto part_of = [&](int c) {
+    return reinterpret_cast<const float4*>(
+        partial_slot<BM, TR>(a, c, c == parts.first ? first_slot : 0));
+  };
   constexpr int kBatch = 8;  // parts' loads in flight per float4
   for (int f = begin + ctid; f < end; f += kConsumerThreads) {
     float4 sum = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
@@ -176,10 +183,7 @@ __device__ void reduce_slice(int tile, int cta, int ctid, const Args& a) {
       float4 loaded[kBatch];
 #pragma unroll
       for (int j = 0; j < kBatch; ++j)
-        if (c0 + j <= parts.last)
-          loaded[j] = __ldcg(reinterpret_cast<const float4*>(
-                                 partial_slot<BM, TR>(a, c0 + j, slot_of(c0 + j, tile, a))) +
-                             f);
+        if (c0 + j <= parts.last) loaded[j] = __ldcg(part_of(c0 + j) + f);
 #pragma unroll
       for (int j = 0; j < kBatch; ++j) {
         if (c0 + j > parts.last) break;
