@@ -16,9 +16,9 @@
 // 0.76 / 0.65× of cuBLAS's speed at 32 / 64 / 128 / 256 rows. Three causes found since, all
 // changed in the 2026-12-07 version (not yet measured; off by default, RINGLM_CUDA_STREAM_GEMM=1
 // turns it on): each chunk's MMAs drained before the next were issued (now one group stays in
-// flight: wgmma.wait_group 1, a stage refilled a chunk later, the copies predicated rather than
-// branched so that ptxas does not serialize the wgmma instructions); the last SM of a cut tile
-// read every part alone while the others idled (a 512 KB read at 256 rows; now a slice each);
+// flight: wgmma.wait_group 1, a stage refilled a chunk later; ptxas's -v report must show no
+// "wgmma.mma_async instructions are serialized", which scripts/test checks); the last SM of a cut
+// tile read every part alone while the others idled (a 512 KB read at 256 rows; now a slice each);
 // and x's rows were copied from L2 once per 128 weight rows (now per 256 up to 128 rows).
 //
 // Precision: the dense GPU matmul's contract (cuda_ops.h): x and w 16-bit, exact products, f32

@@ -140,32 +140,28 @@ __device__ __forceinline__ void mbarrier_init_fence() {
   asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
 #endif
 }
-// Arrives and announces `bytes` of TMA copies that will complete on the barrier; only where
-// `issue` holds (a predicate, not a branch: see tma_load_2d).
-__device__ __forceinline__ void mbarrier_arrive_expect_tx(uint64_t* bar, uint32_t bytes,
-                                                          bool issue = true) {
+// Arrives and announces `bytes` of TMA copies that will complete on the barrier.
+__device__ __forceinline__ void mbarrier_arrive_expect_tx(uint64_t* bar, uint32_t bytes) {
 #ifdef RINGLM_WGMMA_AVAILABLE
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %2, 0;\n"
-      "@p mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n}\n" ::"r"(smem_address(bar)),
-      "r"(bytes), "r"(static_cast<int>(issue))
-      : "memory");
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_address(bar)),
+               "r"(bytes)
+               : "memory");
 #else
-  (void)bar, (void)bytes, (void)issue;
+  (void)bar, (void)bytes;
 #endif
 }
-// Returns once the barrier's phase of parity `parity` has completed. The retry loop lives inside
-// one asm statement: a C++ loop on the per-thread result is a divergent branch to ptxas, which
-// then serializes the kernel's wgmma instructions (its warning C7518).
+// Returns once the barrier's phase of parity `parity` has completed.
 __device__ __forceinline__ void mbarrier_wait(uint64_t* bar, uint32_t parity) {
 #ifdef RINGLM_WGMMA_AVAILABLE
-  asm volatile(
-      "{\n.reg .pred p;\n"
-      "RINGLM_MBARRIER_WAIT:\n"
-      "mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
-      "@!p bra RINGLM_MBARRIER_WAIT;\n}\n" ::"r"(smem_address(bar)),
-      "r"(parity)
-      : "memory");
+  uint32_t done = 0;
+  do {
+    asm volatile(
+        "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+        "selp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(smem_address(bar)), "r"(parity)
+        : "memory");
+  } while (done == 0);
 #else
   (void)bar, (void)parity;
 #endif
@@ -179,21 +175,17 @@ __device__ __forceinline__ uint64_t l2_evict_first_policy() {
   return policy;
 }
 // Copies the box at (c0 = inner coordinate, c1 = row) of `map` into shared memory at `dst`,
-// completing `bar`'s announced bytes, with an L2 cache policy; only where `issue` holds. A
-// predicated instruction rather than a branch: ptxas serializes every wgmma of a kernel that
-// branches on the thread while MMAs are in flight (its warning C7518).
+// completing `bar`'s announced bytes, with an L2 cache policy.
 __device__ __forceinline__ void tma_load_2d(void* dst, const void* map, int c0, int c1,
-                                            uint64_t* bar, uint64_t policy, bool issue = true) {
+                                            uint64_t* bar, uint64_t policy) {
 #ifdef RINGLM_WGMMA_AVAILABLE
   asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %6, 0;\n"
-      "@p cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.L2::"
-      "cache_hint [%0], [%1, {%2, %3}], [%4], %5;\n}\n" ::"r"(smem_address(dst)),
-      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(smem_address(bar)), "l"(policy),
-      "r"(static_cast<int>(issue))
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint"
+      " [%0], [%1, {%2, %3}], [%4], %5;\n" ::"r"(smem_address(dst)),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(smem_address(bar)), "l"(policy)
       : "memory");
 #else
-  (void)dst, (void)map, (void)c0, (void)c1, (void)bar, (void)policy, (void)issue;
+  (void)dst, (void)map, (void)c0, (void)c1, (void)bar, (void)policy;
 #endif
 }
 
