@@ -190,6 +190,31 @@ TEST(CudaAttention, WideDecodeStepsMatchReference) {
   cuda::set_wide_decode_rows(17);
 }
 
+// Eight-warp decode blocks (cuda::set_narrow_decode_warps(8)) over 16-bit K/V: each head dim,
+// GQA 4 / 8 with sinks / 16, a sliding window and soft-capping match the reference, and a row
+// alone equals its batched rows bit for bit (16 decode rows, 9,000 keys in many parts).
+TEST(CudaAttention, EightWarpDecodeMatchesReferenceAndBatch) {
+  RINGLM_REQUIRE_GPU();
+  ASSERT_EQ(cuda::narrow_decode_warps(), 4);
+  cuda::set_narrow_decode_warps(8);
+  std::vector<RowSpec> specs = kRows;
+  specs.push_back({1, 9000});
+  for (int r = 0; r < 12; ++r) specs.push_back({1, 600 + 17 * r});
+  uint32_t seed = 500;
+  for (const Config& c :
+       {Config{DType::BF16, 128, 8, 2, 16, 0, 0.0f}, Config{DType::BF16, 64, 8, 1, 16, 40, 0.0f, 4},
+        Config{DType::F16, 256, 16, 1, 16, 0, 0.0f},
+        Config{DType::BF16, 128, 8, 2, 5, 32, 20.0f}}) {
+    SCOPED_TRACE(::testing::Message() << "D=" << c.head_dim << " qh=" << c.q_heads);
+    check_config(c, seed++, specs);
+    const Problem p(c, specs, seed++);
+    OnDevice dq(p.q), dk(p.k), dv(p.v);
+    EXPECT_TRUE(testing::rows_alone_equal_batched(dq.t(), KvLayerView{dk.t(), dv.t()}, p.layout,
+                                                  params_for(c)));
+  }
+  cuda::set_narrow_decode_warps(4);
+}
+
 // head_dim 256 prefill rows on the CUDA-core kernel (f32), as RINGLM_CUDA_PREFILL_TC_EXTENDED=0
 // runs them: still matching the reference.
 TEST(CudaAttention, CudaCorePrefillAtHeadDim256) {

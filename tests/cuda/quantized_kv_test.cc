@@ -572,6 +572,26 @@ TEST(CudaQuantizedKv, WideDecodeStepsMatchCpu) {
   cuda::set_wide_decode_rows(17);
 }
 
+// Eight-warp blocks of the k8v3 decode kernel (cuda::set_narrow_decode_warps(8)): decode-only
+// steps (the in-kernel merge) and steps beside prefill rows match the CPU kernel at each head dim,
+// and a row alone equals its batched rows bit for bit.
+TEST(CudaQuantizedKv, EightWarpTurboDecodeMatchesCpuAndBatch) {
+  RINGLM_REQUIRE_GPU();
+  ASSERT_EQ(cuda::narrow_decode_warps(), 4);
+  cuda::set_narrow_decode_warps(8);
+  uint32_t seed = 980;
+  const Format k8v3{8, 32, 3};
+  for (int D : {64, 128, 256})
+    for (const auto* rows : {&kRows, &kDecodeRows})
+      for (const Config& c : configs_for(D)) check_attention(k8v3, c, seed++, *rows);
+  const Config c{128, 8, 2, 16, 0, 0.0f};
+  const Problem p(k8v3, c, kRows, 12);
+  DeviceCache dc(p.cache);
+  OnDevice dq(p.q);
+  EXPECT_TRUE(testing::rows_alone_equal_batched(dq.t(), dc.view(), p.layout, params_for(c)));
+  cuda::set_narrow_decode_warps(4);
+}
+
 TEST(CudaQuantizedKv, TurboMergeInKernelEqualsMergeKernel) {
   RINGLM_REQUIRE_GPU();
   for (const Format& f : {Format{8, 32, 3}, Format{4, 32, 2}}) {

@@ -51,6 +51,13 @@ std::atomic<int> g_wide_decode_rows{[] {
   const int rows = v == nullptr ? 17 : std::atoi(v);
   return rows >= 3 ? rows : 0;  // below 3: never
 }()};
+// Warps per block of the 16-bit and k8v3 tensor-core decode kernels in steps of fewer decode rows
+// than wide_decode_rows() (wide steps keep 4: their grid fills the SMs anyway).
+// RINGLM_CUDA_DECODE_WARPS=8 sets 8 at start-up (for same-binary A/B runs).
+std::atomic<int> g_narrow_decode_warps{[] {
+  const char* v = std::getenv("RINGLM_CUDA_DECODE_WARPS");
+  return v != nullptr && std::atoi(v) == 8 ? 8 : 4;
+}()};
 // Fewest keys per decode part; 0: split_rule_for's choice. RINGLM_CUDA_DECODE_MIN_SPLIT sets it
 // at start-up (for same-binary A/B runs).
 std::atomic<int> g_decode_min_split{[] {
@@ -143,6 +150,7 @@ void run_attention(const Tensor& q, const ops::KvLayerView& kv, const ops::Atten
   args.split_decode = true;
   args.split_rule = split_rule_for(kv, summary.decode_rows);
   args.max_parts = args.split_rule.parts_bound(summary.max_decode_context);
+  args.decode_warps = summary.decode_rows < wide_decode_rows() ? g_narrow_decode_warps.load() : 4;
   args.early_fetch = decode_early_fetch();
   args.affine_prefetch = decode_affine_prefetch();
   if (summary.decode_rows > 0) {
@@ -183,6 +191,15 @@ void set_decode_part_limit(int parts) {
 
 int decode_part_limit() {
   return g_decode_part_limit.load();
+}
+
+void set_narrow_decode_warps(int warps) {
+  RINGLM_USER_CHECK(warps == 4 || warps == 8, "decode warps per block ", warps, " must be 4 or 8");
+  g_narrow_decode_warps.store(warps);
+}
+
+int narrow_decode_warps() {
+  return g_narrow_decode_warps.load();
 }
 
 void set_wide_decode_rows(int rows) {

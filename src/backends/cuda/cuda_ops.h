@@ -225,6 +225,12 @@ void set_decode_min_split(int keys);
 // M-independent). wide_decode_rows(): the threshold in effect (INT_MAX when never).
 void set_wide_decode_rows(int rows);
 int wide_decode_rows();
+// Warps per block (4 or 8) of the 16-bit and TurboQuant k8v3 tensor-core decode kernels in steps
+// of fewer decode rows than wide_decode_rows() (RINGLM_CUDA_DECODE_WARPS=8 at start-up; wide
+// steps take 4). Eight double the warps per SM of one-row steps (a block or two per SM); the
+// warps' summation order differs, so a row's bits depend on this setting, not on the batch.
+void set_narrow_decode_warps(int warps);
+int narrow_decode_warps();
 // Whether the tensor-core decode kernels start loading the first tiles of keys older than the
 // query's own before the kernel before them (prepare_attention, which writes q and the step's
 // K/V) has finished: bit for bit the same output. On unless the environment sets

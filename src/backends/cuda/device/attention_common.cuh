@@ -63,6 +63,10 @@ struct AttnArgs {
   // The tensor-core decode kernels fetch the first tiles of keys older than the query's own
   // before waiting for the kernel before them (no kernel of the step writes those; pdl.cuh).
   bool early_fetch;
+  // Warps per block of the 16-bit (cp.async) and TurboQuant k8v3 tensor-core decode kernels: 4,
+  // or 8 (twice the warps per SM when the grid is a block or two per SM: one-row steps; the
+  // warps' order of summation differs, so it is a function of the step's shape only).
+  int decode_warps;
   // Affine K/V at head dims <= 128: the tensor-core decode kernel loads a tile's codes two tiles
   // ahead (device/decode_tiles.cuh AffineTiles); false: at use (ReaderTiles). Same bits.
   bool affine_prefetch;

@@ -40,14 +40,22 @@ inline bool decode_tc_supported(int head_dim) {
   return head_dim == 64 || head_dim == 128 || head_dim == 256;
 }
 
-template <typename Source, int kD>
+template <typename Source, int kD, int kWarps>
 constexpr size_t tc_decode_smem_bytes() {
-  const size_t tiles = sizeof(TcTile<typename Source::T, kD>) * Source::kStages * kTcDecodeWarps;
-  return tiles > sizeof(TcPartials<kD>) ? tiles : sizeof(TcPartials<kD>);
+  const size_t tiles = sizeof(TcTile<typename Source::T, kD>) * Source::kStages * kWarps;
+  return tiles > sizeof(TcPartials<kD, kWarps>) ? tiles : sizeof(TcPartials<kD, kWarps>);
 }
 
-template <typename Source, int kD>
-__global__ void __launch_bounds__(kTcDecodeThreads, Source::kMinBlocks)
+// Blocks per SM the registers are bounded to: the source's at four warps, as many warps per SM
+// at eight (at least one block).
+template <int kMinBlocksAtFour, int kWarps>
+constexpr int tc_min_blocks() {
+  return kMinBlocksAtFour * kTcDecodeWarps / kWarps > 0 ? kMinBlocksAtFour * kTcDecodeWarps / kWarps
+                                                        : 1;
+}
+
+template <typename Source, int kD, int kWarps>
+__global__ void __launch_bounds__(32 * kWarps, tc_min_blocks<Source::kMinBlocks, kWarps>())
     decode_tc_kernel(const AttnArgs a, const Source src) {
   using T = typename Source::T;
   extern __shared__ __align__(16) unsigned char smem[];
@@ -152,22 +160,33 @@ __global__ void __launch_bounds__(kTcDecodeThreads, Source::kMinBlocks)
     }
   }
   // Oᵀ m-tile i: rows g and g + 8 are dims 16i + g and 16i + 8 + g (ldmatrix.trans of V).
-  soft.write_partials(a, task, smem, [g](int i, int h) { return 16 * i + 8 * h + g; });
+  soft.template write_partials<kWarps>(a, task, smem,
+                                       [g](int i, int h) { return 16 * i + 8 * h + g; });
 }
 
-template <typename Source, int kD>
-void launch_decode_tc_with(const AttnArgs& args, const Source& source, cudaStream_t stream) {
-  constexpr size_t kSmem = tc_decode_smem_bytes<Source, kD>();
+template <typename Source, int kD, int kWarps>
+void launch_decode_tc_warps(const AttnArgs& args, const Source& source, cudaStream_t stream) {
+  constexpr size_t kSmem = tc_decode_smem_bytes<Source, kD, kWarps>();
   static const bool configured = [] {
-    RINGLM_CUDA_CHECK(cudaFuncSetAttribute(decode_tc_kernel<Source, kD>,
+    RINGLM_CUDA_CHECK(cudaFuncSetAttribute(decode_tc_kernel<Source, kD, kWarps>,
                                            cudaFuncAttributeMaxDynamicSharedMemorySize,
                                            static_cast<int>(kSmem)));
     return true;
   }();
   (void)configured;
-  launch_pdl(decode_tc_kernel<Source, kD>, tc_decode_grid(args), dim3(kTcDecodeThreads), kSmem,
+  launch_pdl(decode_tc_kernel<Source, kD, kWarps>, tc_decode_grid(args), dim3(32 * kWarps), kSmem,
              stream, args, source);
   check_launch("decode_tc_kernel");
+}
+
+// Eight-warp blocks only for the cp.async (16-bit) sources: the register sources keep four (their
+// instantiations are many, and none was measured with eight).
+template <typename Source, int kD>
+void launch_decode_tc_with(const AttnArgs& args, const Source& source, cudaStream_t stream) {
+  if constexpr (Source::kStages == 2) {
+    if (args.decode_warps == 8) return launch_decode_tc_warps<Source, kD, 8>(args, source, stream);
+  }
+  launch_decode_tc_warps<Source, kD, kTcDecodeWarps>(args, source, stream);
 }
 
 template <typename Kv, int kD>

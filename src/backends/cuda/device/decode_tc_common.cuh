@@ -3,7 +3,8 @@
 // mma fragments): the block's task, the query fragments, the online softmax of one 16-key tile
 // and the block's partial result.
 //
-// A block of four warps serves one (row, kv head, group of up to 8 of its query heads, part).
+// A block of four (or eight: AttnArgs::decode_warps) warps serves one (row, kv head, group of up
+// to 8 of its query heads, part).
 // The query heads are the rows of mma.sync m16n8k16 (padded to 16): S = Q·Kᵀ for 16 keys is two
 // n-tiles of 8 keys; Oᵀ += Vᵀ·Pᵀ has head_dim/16 m-tiles of dims × 8 heads. The kernels differ
 // only in which dims a lane's fragments hold (a dot product does not depend on the order of its
@@ -22,27 +23,27 @@
 
 namespace ringlm::cuda::device {
 
-constexpr int kTcDecodeWarps = 4, kTcDecodeThreads = 32 * kTcDecodeWarps;
+constexpr int kTcDecodeWarps = 4, kTcDecodeThreads = 32 * kTcDecodeWarps;  // the default block
 constexpr int kTcHeads = 8;  // query heads per block (the mma's N of Oᵀ)
 constexpr int kTcKeys = 16;  // keys per tile
 constexpr float kTcRescaleLog2 = 8.0f;
 
-template <int kD>
+template <int kD, int kWarps = kTcDecodeWarps>
 struct TcPartials {
-  float m[kTcDecodeWarps][kTcHeads], l[kTcDecodeWarps][kTcHeads];
-  float acc[kTcDecodeWarps][kTcHeads][kD];
+  float m[kWarps][kTcHeads], l[kWarps][kTcHeads];
+  float acc[kWarps][kTcHeads][kD];
 };
 
 // The block's task and this warp's tiles: tile t holds keys warp_first + t·tile_stride + 0..15
-// of the query's visible keys, up to `last`. Built from the step's host-uploaded tables only
-// (query_start, context_len, the block table): it may run before wait_prior_grid().
+// of the query's visible keys, up to `last` (tile_stride: 16 keys per warp of the block). Built
+// from the step's host-uploaded tables only (query_start, context_len, the block table): it may run
+// before wait_prior_grid().
 struct TcDecodeTask {
   int r, kvh, part, h0, heads, q0;
   int first, last;
-  int warp_first, tiles;
+  int warp_first, tiles, tile_stride;
   bool active;
   VisibleKeys keys;
-  static constexpr int kTileStride = kTcDecodeWarps * kTcKeys;
 
   __device__ explicit TcDecodeTask(const AttnArgs& a) : keys(0, 0, 0) {
     const int G = a.q_heads / a.kv_heads, head_groups = (G + kTcHeads - 1) / kTcHeads;
@@ -62,8 +63,9 @@ struct TcDecodeTask {
     last = min(keys.count, first + split);
     active = true;
     const int warp = static_cast<int>(threadIdx.x) >> 5;
+    tile_stride = static_cast<int>(blockDim.x >> 5) * kTcKeys;
     warp_first = first + warp * kTcKeys;
-    tiles = warp_first < last ? (last - warp_first + kTileStride - 1) / kTileStride : 0;
+    tiles = warp_first < last ? (last - warp_first + tile_stride - 1) / tile_stride : 0;
   }
 
   // Row (slot · kv_heads + kv head) of visible key `i`, -1 at or past `last`.
@@ -74,7 +76,7 @@ struct TcDecodeTask {
     const int64_t slot = kv_slot(a, table, p);
     return static_cast<int>(slot * a.kv_heads + kvh);
   }
-  __device__ __forceinline__ int tile_start(int t) const { return warp_first + t * kTileStride; }
+  __device__ __forceinline__ int tile_start(int t) const { return warp_first + t * tile_stride; }
   // Whether tile t holds only keys older than the query's own: the step writes none of them (the
   // query's own K/V is this step's write), so they may be read before wait_prior_grid().
   __device__ __forceinline__ bool settled(int t) const {
@@ -116,14 +118,14 @@ __device__ __forceinline__ void tc_scores(const uint32_t (&qf)[kD / 16][2], int 
 // l of each head into m_row[head], l_row[head] (some lane per head); o_dim(i, h): the dim of the
 // Oᵀ m-tile i's row g (h = 0) or g + 8 (h = 1), whose columns are heads 2c, 2c + 1. Ends with the
 // block's shared memory reused: call after every warp is done with its tiles.
-template <int kD, typename StoreMl, typename ODims>
+template <int kD, int kWarps, typename StoreMl, typename ODims>
 __device__ __forceinline__ void tc_write_partials(const AttnArgs& a, const TcDecodeTask& task,
                                                   unsigned char* smem, const float (&o)[kD / 16][4],
                                                   StoreMl store_ml, ODims o_dim) {
   const int warp = static_cast<int>(threadIdx.x) >> 5, lane = static_cast<int>(threadIdx.x) & 31;
   const int c = lane & 3;
   __syncthreads();  // every warp is done with its stages: the partials reuse the memory
-  auto& sh = *reinterpret_cast<TcPartials<kD>*>(smem);
+  auto& sh = *reinterpret_cast<TcPartials<kD, kWarps>*>(smem);
   store_ml(sh.m[warp], sh.l[warp]);
 #pragma unroll
   for (int i = 0; i < kD / 16; ++i) {
@@ -133,14 +135,14 @@ __device__ __forceinline__ void tc_write_partials(const AttnArgs& a, const TcDec
     sh.acc[warp][2 * c + 1][o_dim(i, 1)] = o[i][3];
   }
   __syncthreads();
-  for (int e = static_cast<int>(threadIdx.x); e < task.heads * kD; e += kTcDecodeThreads) {
+  for (int e = static_cast<int>(threadIdx.x); e < task.heads * kD; e += 32 * kWarps) {
     const int hh = e / kD, d = e % kD;
     float m_all = -INFINITY;
 #pragma unroll
-    for (int w = 0; w < kTcDecodeWarps; ++w) m_all = fmaxf(m_all, sh.m[w][hh]);
+    for (int w = 0; w < kWarps; ++w) m_all = fmaxf(m_all, sh.m[w][hh]);
     float l_all = 0.0f, out = 0.0f;
 #pragma unroll
-    for (int w = 0; w < kTcDecodeWarps; ++w) {
+    for (int w = 0; w < kWarps; ++w) {
       const float weight = exp2f(sh.m[w][hh] - m_all);
       l_all += sh.l[w][hh] * weight;
       out += sh.acc[w][hh][d] * weight;
@@ -167,7 +169,7 @@ __device__ __forceinline__ void tc_write_partials(const AttnArgs& a, const TcDec
   __syncthreads();
   if (!last) return;
   __threadfence();
-  merge_heads<kD, kTcDecodeThreads>(a, task.r, task.h0, task.heads);
+  merge_heads<kD, 32 * kWarps>(a, task.r, task.h0, task.heads);
 }
 
 // The online softmax of one warp: Oᵀ fragments (m-tile i: o[i][0], o[i][1] = heads 2c, 2c + 1 of
@@ -230,14 +232,15 @@ struct TcOnlineSoftmax {
     b[1] = pack2<T>(p[2], p[3]);
   }
 
-  // The block's partials (tc_write_partials): head g's m and l from lane (g, 0).
-  template <typename ODims>
+  // The block's partials (tc_write_partials; kWarps: the block's): head g's m and l from
+  // lane (g, 0).
+  template <int kWarps, typename ODims>
   __device__ __forceinline__ void write_partials(const AttnArgs& a, const TcDecodeTask& task,
                                                  unsigned char* smem, ODims o_dim) {
     const int lane = static_cast<int>(threadIdx.x) & 31, g = lane >> 2, c = lane & 3;
     l += __shfl_xor_sync(kFullMask, l, 1);
     l += __shfl_xor_sync(kFullMask, l, 2);
-    tc_write_partials<kD>(
+    tc_write_partials<kD, kWarps>(
         a, task, smem, o,
         [&](float* m_row, float* l_row) {
           if (c == 0) {
@@ -316,8 +319,9 @@ struct TcHeadColumnsSoftmax {
     b[1] = movmatrix_trans(pack2<T>(p[2], p[3]));
   }
 
-  // The block's partials (tc_write_partials): heads 2c, 2c + 1's m and l from lane (0, c).
-  template <typename ODims>
+  // The block's partials (tc_write_partials; kWarps: the block's): heads 2c, 2c + 1's m and l
+  // from lane (0, c).
+  template <int kWarps, typename ODims>
   __device__ __forceinline__ void write_partials(const AttnArgs& a, const TcDecodeTask& task,
                                                  unsigned char* smem, ODims o_dim) {
     const int lane = static_cast<int>(threadIdx.x) & 31, g = lane >> 2, c = lane & 3;
@@ -327,7 +331,7 @@ struct TcHeadColumnsSoftmax {
       for (int offset = 4; offset < 32; offset <<= 1)
         l[h] += __shfl_xor_sync(kFullMask, l[h], offset);
     }
-    tc_write_partials<kD>(
+    tc_write_partials<kD, kWarps>(
         a, task, smem, o,
         [&](float* m_row, float* l_row) {
           if (g == 0) {
@@ -341,7 +345,8 @@ struct TcHeadColumnsSoftmax {
   }
 };
 
-// Grid of the decode kernels: (rows · kv heads · head groups, max_parts).
+// Grid of the decode kernels: (rows · kv heads · head groups, max_parts); blocks of
+// 32 · args.decode_warps threads.
 inline dim3 tc_decode_grid(const AttnArgs& args) {
   const int group = args.q_heads / args.kv_heads;
   const int head_groups = (group + kTcHeads - 1) / kTcHeads;
