@@ -190,9 +190,10 @@ TEST(CudaAttention, WideDecodeStepsMatchReference) {
   cuda::set_wide_decode_rows(17);
 }
 
-// Eight-warp decode blocks (cuda::set_narrow_decode_warps(8)) over 16-bit K/V: each head dim,
-// GQA 4 / 8 with sinks / 16, a sliding window and soft-capping match the reference, and a row
-// alone equals its batched rows bit for bit (16 decode rows, 9,000 keys in many parts).
+// Eight-warp decode blocks (cuda::set_narrow_decode_warps(8)) over 16-bit K/V: head dims 64 and
+// 128 (256 keeps four warps: eight warps' stages would not fit shared memory), GQA 4 / 8 with
+// sinks / 16, a sliding window and soft-capping match the reference, and a row alone equals its
+// batched rows bit for bit (16 decode rows, 9,000 keys in many parts).
 TEST(CudaAttention, EightWarpDecodeMatchesReferenceAndBatch) {
   RINGLM_REQUIRE_GPU();
   ASSERT_EQ(cuda::narrow_decode_warps(), 4);

@@ -179,11 +179,12 @@ void launch_decode_tc_warps(const AttnArgs& args, const Source& source, cudaStre
   check_launch("decode_tc_kernel");
 }
 
-// Eight-warp blocks only for the cp.async (16-bit) sources: the register sources keep four (their
+// Eight-warp blocks only for the cp.async (16-bit) sources whose stages fit the 227 KB of shared
+// memory a block may have (head dims <= 128): the register sources keep four (their
 // instantiations are many, and none was measured with eight).
 template <typename Source, int kD>
 void launch_decode_tc_with(const AttnArgs& args, const Source& source, cudaStream_t stream) {
-  if constexpr (Source::kStages == 2) {
+  if constexpr (Source::kStages == 2 && tc_decode_smem_bytes<Source, kD, 8>() <= 227 * 1024) {
     if (args.decode_warps == 8) return launch_decode_tc_warps<Source, kD, 8>(args, source, stream);
   }
   launch_decode_tc_warps<Source, kD, kTcDecodeWarps>(args, source, stream);
