@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# bench/gpu_pending.sh — one device call for the switched-off CUDA paths that no GPU has run yet
+# (twenty-second and twenty-third sessions; docs/benchmarks.md): stream_gemm (TMA + wgmma
+# stream-K for 17-256 decode rows, RINGLM_CUDA_STREAM_GEMM=1) and eight-warp decode-attention
+# blocks (RINGLM_CUDA_DECODE_WARPS=8). Runs on the GPU machine over a tree carrying a
+# scripts/gpu-pack archive (here: `scripts/gpu-pack .carry/prebuilt-b.tar.xz`, carry
+# [".carry"]), in order, so that a call cut short still returns the first parts under $OUT:
+#   1. their GPU tests (CudaStreamGemm*, *EightWarp*; a hang — the stream-K reduction spins on
+#      counters — stops the script before any benchmark);
+#   2. gemm_bench: stream_gemm against cublasGemmEx per decode shape (and with 128-row tiles
+#      when NARROW_BENCH=1);
+#   3. scripts/gpu-ab, same binary: A = the defaults (cuBLAS, four warps), B = stream_gemm,
+#      C = eight warps; rows ROWS (default: k8v3 32k × 1/16, bf16 512 × 1/8/64/128/256, bf16
+#      32k × 1/8), one round, at most LIMIT seconds;
+#   4. unless SECOND_BEFORE seconds have passed: eight warps with one part at short context
+#      (RINGLM_CUDA_DECODE_MIN_SPLIT=512 / 1024) against the defaults at 512 and 4k × 1/8.
+# No `| tail` after it in the device command: a command stopped at its limit loses its pipe.
+cd "$(dirname "$0")/.." || exit 1
+start=$(date +%s)
+out=${OUT:?set OUT to the output folder}
+elapsed() { echo "[$(($(date +%s) - start)) s] $*"; }
+export RINGLM_PREBUILT=${RINGLM_PREBUILT:-.carry/prebuilt-b.tar.xz}
+nvidia-smi --query-gpu=name,memory.total,clocks.max.sm --format=csv,noheader
+mkdir -p build-cuda && tar -xJf "$RINGLM_PREBUILT" -C build-cuda
+export LD_LIBRARY_PATH="$PWD/build-cuda/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+cat build-cuda/PACKED
+
+RINGLM_CUDA_STREAM_GEMM=1 timeout "${SG_SECONDS:-75}" build-cuda/ringlm_cuda_tests \
+  --gtest_filter='CudaStreamGemm*:*EightWarp*' >"$out/tests.log" 2>&1
+tests=$?
+elapsed "tests: exit $tests"
+grep -E "^\[  |Failure|Expected|Which is|error" "$out/tests.log" | head -60
+if [ $tests = 124 ]; then
+  tail -3 "$out/tests.log"
+  echo "a test hung: no benchmarks"
+  exit 1
+fi
+stream_gemm=1
+grep -q "FAILED  \] CudaStreamGemm" "$out/tests.log" && stream_gemm=0
+
+if [ $stream_gemm = 1 ]; then
+  timeout "${GB_SECONDS:-45}" build-cuda/gemm_bench --m "${GB_M:-32,64,128,256}" --algos 4 \
+    --iters 40 >"$out/gemm_bench.txt" 2>&1
+  elapsed "gemm_bench: exit $?"
+  cat "$out/gemm_bench.txt"
+  if [ "${NARROW_BENCH:-0}" = 1 ]; then
+    RINGLM_CUDA_STREAM_GEMM_WIDE=0 timeout "${GB_SECONDS:-45}" build-cuda/gemm_bench \
+      --m 32,64,128 --algos 1 --iters 40 >"$out/gemm_bench_narrow.txt" 2>&1
+    elapsed "gemm_bench, 128-row tiles: exit $?"
+    cat "$out/gemm_bench_narrow.txt"
+  fi
+fi
+
+kv=56000
+nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200 && kv=110000
+default_rows="--kv-memory $kv --context 32768 --batch 1,16 --kv-format turbo;"
+default_rows+="--kv-memory $kv --context 512 --batch 1,8,64,128,256;"
+default_rows+="--kv-memory $kv --context 32768 --batch 1,8"
+AB_TESTS=0 AB_ROUNDS=${ROUNDS:-1} AB_ENV_A="RINGLM_CUDA_STREAM_GEMM=0" \
+  AB_ENV_B="RINGLM_CUDA_STREAM_GEMM=$stream_gemm" \
+  AB_EXTRA_ENV="RINGLM_CUDA_STREAM_GEMM=0 RINGLM_CUDA_DECODE_WARPS=8" \
+  AB_ROWS="${ROWS:-$default_rows}" timeout "${LIMIT:-200}" scripts/gpu-ab "$out/ab" >"$out/ab.txt" 2>&1
+elapsed "gpu-ab: exit $?" | tee -a "$out/ab.txt"
+cat "$out/ab.txt"
+
+[ $(($(date +%s) - start)) -lt "${SECOND_BEFORE:-1000}" ] || exit 0
+AB_TESTS=0 AB_ROUNDS=1 AB_ENV_A="RINGLM_CUDA_STREAM_GEMM=0" \
+  AB_ENV_B="RINGLM_CUDA_STREAM_GEMM=0 RINGLM_CUDA_DECODE_WARPS=8 RINGLM_CUDA_DECODE_MIN_SPLIT=512" \
+  AB_EXTRA_ENV="RINGLM_CUDA_STREAM_GEMM=0 RINGLM_CUDA_DECODE_WARPS=8 RINGLM_CUDA_DECODE_MIN_SPLIT=1024" \
+  AB_ROWS="--kv-memory $kv --context 512 --batch 1,8;--kv-memory $kv --context 4096 --batch 1,8" \
+  timeout "${LIMIT2:-120}" scripts/gpu-ab "$out/ab2" >"$out/ab2.txt" 2>&1
+elapsed "gpu-ab 2: exit $?" | tee -a "$out/ab2.txt"
+cat "$out/ab2.txt"
