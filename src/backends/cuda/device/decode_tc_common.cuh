@@ -345,8 +345,8 @@ struct TcHeadColumnsSoftmax {
   }
 };
 
-// Grid of the decode kernels: (rows · kv heads · head groups, max_parts); blocks of
-// 32 · args.decode_warps threads.
+// Grid of the decode kernels: (rows · kv heads · head groups, max_parts); blocks of four warps,
+// or eight where AttnArgs::decode_warps applies (the launchers choose).
 inline dim3 tc_decode_grid(const AttnArgs& args) {
   const int group = args.q_heads / args.kv_heads;
   const int head_groups = (group + kTcHeads - 1) / kTcHeads;
