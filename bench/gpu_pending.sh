@@ -14,6 +14,11 @@
 #      32k × 1/8), one round, at most LIMIT seconds;
 #   4. unless SECOND_BEFORE seconds have passed: eight warps with one part at short context
 #      (RINGLM_CUDA_DECODE_MIN_SPLIT=512 / 1024) against the defaults at 512 and 4k × 1/8.
+# STAGES (default "tests gemm ab ab2") picks the parts (gemm, ab and ab2 only after tests: a
+# hang must stop them); stage `mlx4` (a second call: one call
+# may run 600 s) writes a random 4-bit (MLX, group 64) 8B checkpoint and runs issue 8's point
+# where the weights no longer hide the K/V: 32k × 1/16 with k8v3 and bf16 K/V (× 1/8 on an
+# H100), A = four warps, B = eight.
 # No `| tail` after it in the device command: a command stopped at its limit loses its pipe.
 cd "$(dirname "$0")/.." || exit 1
 start=$(date +%s)
@@ -24,6 +29,25 @@ nvidia-smi --query-gpu=name,memory.total,clocks.max.sm --format=csv,noheader
 mkdir -p build-cuda && tar -xJf "$RINGLM_PREBUILT" -C build-cuda
 export LD_LIBRARY_PATH="$PWD/build-cuda/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 cat build-cuda/PACKED
+
+stages=" ${STAGES:-tests gemm ab ab2} "
+kv=56000
+nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200 && kv=110000
+if [[ $stages == *" mlx4 "* ]]; then
+  model=/tmp/ringlm-bench/llama-3.1-8b-mlx4
+  [ -f "$model/config.json" ] || /usr/bin/time -f "random-model: %e s" build-cuda/ringlm \
+    random-model --preset llama-3.1-8b --out "$model" --dtype bf16 --quantize 4 --group-size 64
+  rows="--model $model --kv-memory $kv --context 32768 --batch 1,16 --kv-format turbo;"
+  bf16_batches=1,16  # 26 rows of bf16 K/V at 32k fit 110,000 MiB, 13 fit 56,000 (an H100)
+  [ $kv = 110000 ] || bf16_batches=1,8
+  rows+="--model $model --kv-memory $kv --context 32768 --batch $bf16_batches"
+  AB_TESTS=0 AB_ROUNDS=${ROUNDS:-1} AB_ENV_A="RINGLM_CUDA_DECODE_WARPS=4" \
+    AB_ENV_B="RINGLM_CUDA_DECODE_WARPS=8" AB_ROWS="$rows" \
+    timeout "${LIMIT_MLX4:-300}" scripts/gpu-ab "$out/mlx4" >"$out/mlx4.txt" 2>&1
+  elapsed "gpu-ab mlx4: exit $?" | tee -a "$out/mlx4.txt"
+  cat "$out/mlx4.txt"
+fi
+[[ $stages == *" tests "* ]] || exit 0
 
 RINGLM_CUDA_STREAM_GEMM=1 timeout "${SG_SECONDS:-75}" build-cuda/ringlm_cuda_tests \
   --gtest_filter='CudaStreamGemm*:*EightWarp*' >"$out/tests.log" 2>&1
@@ -38,7 +62,7 @@ fi
 stream_gemm=1
 grep -q "FAILED  \] CudaStreamGemm" "$out/tests.log" && stream_gemm=0
 
-if [ $stream_gemm = 1 ]; then
+if [ $stream_gemm = 1 ] && [[ $stages == *" gemm "* ]]; then
   timeout "${GB_SECONDS:-45}" build-cuda/gemm_bench --m "${GB_M:-32,64,128,256}" --algos 4 \
     --iters 40 >"$out/gemm_bench.txt" 2>&1
   elapsed "gemm_bench: exit $?"
@@ -51,8 +75,7 @@ if [ $stream_gemm = 1 ]; then
   fi
 fi
 
-kv=56000
-nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200 && kv=110000
+[[ $stages == *" ab "* ]] || exit 0
 default_rows="--kv-memory $kv --context 32768 --batch 1,16 --kv-format turbo;"
 default_rows+="--kv-memory $kv --context 512 --batch 1,8,64,128,256;"
 default_rows+="--kv-memory $kv --context 32768 --batch 1,8"
@@ -63,6 +86,7 @@ AB_TESTS=0 AB_ROUNDS=${ROUNDS:-1} AB_ENV_A="RINGLM_CUDA_STREAM_GEMM=0" \
 elapsed "gpu-ab: exit $?" | tee -a "$out/ab.txt"
 cat "$out/ab.txt"
 
+[[ $stages == *" ab2 "* ]] || exit 0
 [ $(($(date +%s) - start)) -lt "${SECOND_BEFORE:-1000}" ] || exit 0
 AB_TESTS=0 AB_ROUNDS=1 AB_ENV_A="RINGLM_CUDA_STREAM_GEMM=0" \
   AB_ENV_B="RINGLM_CUDA_STREAM_GEMM=0 RINGLM_CUDA_DECODE_WARPS=8 RINGLM_CUDA_DECODE_MIN_SPLIT=512" \
