@@ -44,7 +44,7 @@ if [[ $stages == *" mlx4 "* ]]; then
   AB_TESTS=0 AB_ROUNDS=${ROUNDS:-1} AB_ENV_A="RINGLM_CUDA_DECODE_WARPS=4" \
     AB_ENV_B="RINGLM_CUDA_DECODE_WARPS=8" AB_ROWS="$rows" \
     timeout "${LIMIT_MLX4:-300}" scripts/gpu-ab "$out/mlx4" >"$out/mlx4.txt" 2>&1
-  elapsed "gpu-ab mlx4: exit $?" | tee -a "$out/mlx4.txt"
+  elapsed "gpu-ab mlx4: exit $?" >>"$out/mlx4.txt"
   cat "$out/mlx4.txt"
 fi
 [[ $stages == *" tests "* ]] || exit 0
@@ -83,7 +83,7 @@ AB_TESTS=0 AB_ROUNDS=${ROUNDS:-1} AB_ENV_A="RINGLM_CUDA_STREAM_GEMM=0" \
   AB_ENV_B="RINGLM_CUDA_STREAM_GEMM=$stream_gemm" \
   AB_EXTRA_ENV="RINGLM_CUDA_STREAM_GEMM=0 RINGLM_CUDA_DECODE_WARPS=8" \
   AB_ROWS="${ROWS:-$default_rows}" timeout "${LIMIT:-200}" scripts/gpu-ab "$out/ab" >"$out/ab.txt" 2>&1
-elapsed "gpu-ab: exit $?" | tee -a "$out/ab.txt"
+elapsed "gpu-ab: exit $?" >>"$out/ab.txt"
 cat "$out/ab.txt"
 
 [[ $stages == *" ab2 "* ]] || exit 0
@@ -93,5 +93,5 @@ AB_TESTS=0 AB_ROUNDS=1 AB_ENV_A="RINGLM_CUDA_STREAM_GEMM=0" \
   AB_EXTRA_ENV="RINGLM_CUDA_STREAM_GEMM=0 RINGLM_CUDA_DECODE_WARPS=8 RINGLM_CUDA_DECODE_MIN_SPLIT=1024" \
   AB_ROWS="--kv-memory $kv --context 512 --batch 1,8;--kv-memory $kv --context 4096 --batch 1,8" \
   timeout "${LIMIT2:-120}" scripts/gpu-ab "$out/ab2" >"$out/ab2.txt" 2>&1
-elapsed "gpu-ab 2: exit $?" | tee -a "$out/ab2.txt"
+elapsed "gpu-ab 2: exit $?" >>"$out/ab2.txt"
 cat "$out/ab2.txt"
