@@ -46,14 +46,6 @@ constexpr size_t tc_decode_smem_bytes() {
   return tiles > sizeof(TcPartials<kD, kWarps>) ? tiles : sizeof(TcPartials<kD, kWarps>);
 }
 
-// Blocks per SM the registers are bounded to: the source's at four warps, as many warps per SM
-// at eight (at least one block).
-template <int kMinBlocksAtFour, int kWarps>
-constexpr int tc_min_blocks() {
-  return kMinBlocksAtFour * kTcDecodeWarps / kWarps > 0 ? kMinBlocksAtFour * kTcDecodeWarps / kWarps
-                                                        : 1;
-}
-
 template <typename Source, int kD, int kWarps>
 __global__ void __launch_bounds__(32 * kWarps, tc_min_blocks<Source::kMinBlocks, kWarps>())
     decode_tc_kernel(const AttnArgs a, const Source src) {
@@ -166,17 +158,9 @@ __global__ void __launch_bounds__(32 * kWarps, tc_min_blocks<Source::kMinBlocks,
 
 template <typename Source, int kD, int kWarps>
 void launch_decode_tc_warps(const AttnArgs& args, const Source& source, cudaStream_t stream) {
-  constexpr size_t kSmem = tc_decode_smem_bytes<Source, kD, kWarps>();
-  static const bool configured = [] {
-    RINGLM_CUDA_CHECK(cudaFuncSetAttribute(decode_tc_kernel<Source, kD, kWarps>,
-                                           cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                           static_cast<int>(kSmem)));
-    return true;
-  }();
-  (void)configured;
-  launch_pdl(decode_tc_kernel<Source, kD, kWarps>, tc_decode_grid(args), dim3(32 * kWarps), kSmem,
-             stream, args, source);
-  check_launch("decode_tc_kernel");
+  launch_tc_decode<decode_tc_kernel<Source, kD, kWarps>, kWarps,
+                   tc_decode_smem_bytes<Source, kD, kWarps>()>(args, source, stream,
+                                                               "decode_tc_kernel");
 }
 
 // Eight-warp blocks only for the cp.async (16-bit) sources whose stages fit the 227 KB of shared

@@ -218,15 +218,9 @@ struct TurboK8V3Fragments {
   }
 };
 
-// Blocks per SM the registers are bounded to: as many warps per SM at eight warps as at four.
 template <int kD, int kWarps>
-constexpr int turbo_k8v3_min_blocks() {
-  const int blocks = TurboK8V3Fragments<kD>::kMinBlocks * kTcDecodeWarps / kWarps;
-  return blocks > 0 ? blocks : 1;
-}
-
-template <int kD, int kWarps>
-__global__ void __launch_bounds__(32 * kWarps, turbo_k8v3_min_blocks<kD, kWarps>())
+__global__ void __launch_bounds__(32 * kWarps,
+                                  tc_min_blocks<TurboK8V3Fragments<kD>::kMinBlocks, kWarps>())
     decode_turbo_k8v3_kernel(const AttnArgs a, const TurboK8V3Fragments<kD> src) {
   using Source = TurboK8V3Fragments<kD>;
   using T = typename Source::T;
@@ -286,22 +280,6 @@ __global__ void __launch_bounds__(32 * kWarps, turbo_k8v3_min_blocks<kD, kWarps>
                                        [g](int i, int h) { return kValueDims * g + 2 * i + h; });
 }
 
-template <int kD, int kWarps>
-void launch_decode_turbo_k8v3_warps(const AttnArgs& args, const TurboK8V3Fragments<kD>& source,
-                                    cudaStream_t stream) {
-  constexpr size_t kSmem = sizeof(TcPartials<kD, kWarps>);
-  static const bool configured = [] {
-    RINGLM_CUDA_CHECK(cudaFuncSetAttribute(decode_turbo_k8v3_kernel<kD, kWarps>,
-                                           cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                           static_cast<int>(kSmem)));
-    return true;
-  }();
-  (void)configured;
-  launch_pdl(decode_turbo_k8v3_kernel<kD, kWarps>, tc_decode_grid(args), dim3(32 * kWarps), kSmem,
-             stream, args, source);
-  check_launch("decode_turbo_k8v3_kernel");
-}
-
 // False when the planes are not aligned for the fragment loads (the caller keeps another path).
 template <int kD>
 bool launch_decode_turbo_k8v3(const AttnArgs& args, const TurboKvReader<8, 3>& kv,
@@ -309,9 +287,12 @@ bool launch_decode_turbo_k8v3(const AttnArgs& args, const TurboKvReader<8, 3>& k
   using Source = TurboK8V3Fragments<kD>;
   if (!Source::aligned(kv)) return false;
   if (args.decode_warps == 8) {
-    launch_decode_turbo_k8v3_warps<kD, 8>(args, Source::make(kv), stream);
+    launch_tc_decode<decode_turbo_k8v3_kernel<kD, 8>, 8, sizeof(TcPartials<kD, 8>)>(
+        args, Source::make(kv), stream, "decode_turbo_k8v3_kernel");
   } else {
-    launch_decode_turbo_k8v3_warps<kD, kTcDecodeWarps>(args, Source::make(kv), stream);
+    launch_tc_decode<decode_turbo_k8v3_kernel<kD, kTcDecodeWarps>, kTcDecodeWarps,
+                     sizeof(TcPartials<kD>)>(args, Source::make(kv), stream,
+                                             "decode_turbo_k8v3_kernel");
   }
   return true;
 }

@@ -20,6 +20,7 @@
 #include "backends/cuda/device/common.cuh"
 #include "backends/cuda/device/decode_merge.cuh"
 #include "backends/cuda/device/mma.cuh"
+#include "backends/cuda/device/pdl.cuh"
 
 namespace ringlm::cuda::device {
 
@@ -352,6 +353,29 @@ inline dim3 tc_decode_grid(const AttnArgs& args) {
   const int head_groups = (group + kTcHeads - 1) / kTcHeads;
   return dim3(static_cast<unsigned>(args.num_rows * args.kv_heads * head_groups),
               static_cast<unsigned>(args.max_parts));
+}
+
+// Blocks per SM a decode kernel's registers are bounded to at kWarps warps a block: as many warps
+// per SM as kMinBlocksAtFour blocks of four (at least one block).
+template <int kMinBlocksAtFour, int kWarps>
+constexpr int tc_min_blocks() {
+  constexpr int blocks = kMinBlocksAtFour * kTcDecodeWarps / kWarps;
+  return blocks > 0 ? blocks : 1;
+}
+
+// Launches decode kernel kKernel (blocks of kWarps warps, kSmem bytes of dynamic shared memory,
+// its attribute set on the first launch) over tc_decode_grid(args).
+template <auto kKernel, int kWarps, size_t kSmem, typename Source>
+void launch_tc_decode(const AttnArgs& args, const Source& source, cudaStream_t stream,
+                      const char* name) {
+  static const bool configured = [] {
+    RINGLM_CUDA_CHECK(cudaFuncSetAttribute(kKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                           static_cast<int>(kSmem)));
+    return true;
+  }();
+  (void)configured;
+  launch_pdl(kKernel, tc_decode_grid(args), dim3(32 * kWarps), kSmem, stream, args, source);
+  check_launch(name);
 }
 
 }  // namespace ringlm::cuda::device
