@@ -14,9 +14,9 @@
 #      32k × 1/8), one round, at most LIMIT seconds;
 #   4. unless SECOND_BEFORE seconds have passed: eight warps with one part at short context
 #      (RINGLM_CUDA_DECODE_MIN_SPLIT=512 / 1024) against the defaults at 512 and 4k × 1/8.
-# STAGES (default "tests gemm ab ab2") picks the parts (gemm, ab and ab2 only after tests: a
-# hang must stop them); stage `mlx4` (a second call: one call
-# may run 600 s) writes a random 4-bit (MLX, group 64) 8B checkpoint and runs issue 8's point
+# STAGES (default "tests gemm ab ab2") picks the parts; the tests always run first (a hang must
+# stop the benchmarks). Stage `mlx4` (after ab, before ab2; "tests gemm ab mlx4" fits one
+# 600 s call without ab2) writes a random 4-bit (MLX, group 64) 8B checkpoint and runs issue 8's point
 # where the weights no longer hide the K/V: 32k × 1/16 with k8v3 and bf16 K/V (× 1/8 on an
 # H100), A = four warps, B = eight.
 # No `| tail` after it in the device command: a command stopped at its limit loses its pipe.
@@ -33,20 +33,6 @@ cat build-cuda/PACKED
 stages=" ${STAGES:-tests gemm ab ab2} "
 kv=56000
 nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200 && kv=110000
-if [[ $stages == *" mlx4 "* ]]; then
-  model=/tmp/ringlm-bench/llama-3.1-8b-mlx4
-  [ -f "$model/config.json" ] || /usr/bin/time -f "random-model: %e s" build-cuda/ringlm \
-    random-model --preset llama-3.1-8b --out "$model" --dtype bf16 --quantize 4 --group-size 64
-  rows="--model $model --kv-memory $kv --context 32768 --batch 1,16 --kv-format turbo;"
-  bf16_batches=1,16  # 26 rows of bf16 K/V at 32k fit 110,000 MiB, 13 fit 56,000 (an H100)
-  [ $kv = 110000 ] || bf16_batches=1,8
-  rows+="--model $model --kv-memory $kv --context 32768 --batch $bf16_batches"
-  AB_TESTS=0 AB_ROUNDS=${ROUNDS:-1} AB_ENV_A="RINGLM_CUDA_DECODE_WARPS=4" \
-    AB_ENV_B="RINGLM_CUDA_DECODE_WARPS=8" AB_ROWS="$rows" \
-    timeout "${LIMIT_MLX4:-300}" scripts/gpu-ab "$out/mlx4" >"$out/mlx4.txt" 2>&1
-  elapsed "gpu-ab mlx4: exit $?" >>"$out/mlx4.txt"
-  cat "$out/mlx4.txt"
-fi
 [[ $stages == *" tests "* ]] || exit 0
 
 RINGLM_CUDA_STREAM_GEMM=1 timeout "${SG_SECONDS:-75}" build-cuda/ringlm_cuda_tests \
@@ -75,17 +61,35 @@ if [ $stream_gemm = 1 ] && [[ $stages == *" gemm "* ]]; then
   fi
 fi
 
-[[ $stages == *" ab "* ]] || exit 0
-default_rows="--kv-memory $kv --context 32768 --batch 1,16 --kv-format turbo;"
-default_rows+="--kv-memory $kv --context 512 --batch 1,8,64,128,256;"
-default_rows+="--kv-memory $kv --context 32768 --batch 1,8"
-AB_TESTS=0 AB_ROUNDS=${ROUNDS:-1} AB_ENV_A="RINGLM_CUDA_STREAM_GEMM=0" \
-  AB_ENV_B="RINGLM_CUDA_STREAM_GEMM=$stream_gemm" \
-  AB_EXTRA_ENV="RINGLM_CUDA_STREAM_GEMM=0 RINGLM_CUDA_DECODE_WARPS=8" \
-  AB_ROWS="${ROWS:-$default_rows}" timeout "${LIMIT:-200}" scripts/gpu-ab "$out/ab" >"$out/ab.txt" 2>&1
-elapsed "gpu-ab: exit $?" >>"$out/ab.txt"
-cat "$out/ab.txt"
+if [[ $stages == *" ab "* ]]; then
+  default_rows="--kv-memory $kv --context 32768 --batch 1,16 --kv-format turbo;"
+  default_rows+="--kv-memory $kv --context 512 --batch 1,8,64,128,256;"
+  default_rows+="--kv-memory $kv --context 32768 --batch 1,8"
+  AB_TESTS=0 AB_ROUNDS=${ROUNDS:-1} AB_ENV_A="RINGLM_CUDA_STREAM_GEMM=0" \
+    AB_ENV_B="RINGLM_CUDA_STREAM_GEMM=$stream_gemm" \
+    AB_EXTRA_ENV="RINGLM_CUDA_STREAM_GEMM=0 RINGLM_CUDA_DECODE_WARPS=8" \
+    AB_ROWS="${ROWS:-$default_rows}" timeout "${LIMIT:-200}" scripts/gpu-ab "$out/ab" >"$out/ab.txt" 2>&1
+  elapsed "gpu-ab: exit $?" >>"$out/ab.txt"
+  cat "$out/ab.txt"
+fi
 
+if [[ $stages == *" mlx4 "* ]]; then
+  model=/tmp/ringlm-bench/llama-3.1-8b-mlx4
+  if [ ! -f "$model/config.json" ]; then
+    build-cuda/ringlm random-model --preset llama-3.1-8b --out "$model" --dtype bf16 \
+      --quantize 4 --group-size 64 >"$out/mlx4_model.txt" 2>&1
+    elapsed "random-model mlx4: exit $?"
+  fi
+  rows="--model $model --kv-memory $kv --context 32768 --batch 1,16 --kv-format turbo;"
+  bf16_batches=1,16  # 26 rows of bf16 K/V at 32k fit 110,000 MiB, 13 fit 56,000 (an H100)
+  [ $kv = 110000 ] || bf16_batches=1,8
+  rows+="--model $model --kv-memory $kv --context 32768 --batch $bf16_batches"
+  AB_TESTS=0 AB_ROUNDS=${ROUNDS:-1} AB_ENV_A="RINGLM_CUDA_DECODE_WARPS=4" \
+    AB_ENV_B="RINGLM_CUDA_DECODE_WARPS=8" AB_ROWS="$rows" \
+    timeout "${LIMIT_MLX4:-300}" scripts/gpu-ab "$out/mlx4" >"$out/mlx4.txt" 2>&1
+  elapsed "gpu-ab mlx4: exit $?" >>"$out/mlx4.txt"
+  cat "$out/mlx4.txt"
+fi
 [[ $stages == *" ab2 "* ]] || exit 0
 [ $(($(date +%s) - start)) -lt "${SECOND_BEFORE:-1000}" ] || exit 0
 AB_TESTS=0 AB_ROUNDS=1 AB_ENV_A="RINGLM_CUDA_STREAM_GEMM=0" \
