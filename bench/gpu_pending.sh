@@ -23,7 +23,21 @@
 cd "$(dirname "$0")/.." || exit 1
 start=$(date +%s)
 out=${OUT:?set OUT to the output folder}
+work=/tmp/gpu_pending  # gpu-ab's logs: $OUT brings back at most 8 files
+mkdir -p "$work"
 elapsed() { echo "[$(($(date +%s) - start)) s] $*"; }
+# timed_ab SECONDS NAME: scripts/gpu-ab (its AB_* settings from the environment) into $work/NAME,
+# its report in $OUT/NAME.txt; when the limit stops it, the table of the rows it finished.
+timed_ab() {
+  timeout "$1" scripts/gpu-ab "$work/$2" >"$out/$2.txt" 2>&1
+  local rc=$?
+  if [ $rc = 124 ]; then
+    echo "stopped at $1 s; the rows done:" >>"$out/$2.txt"
+    python3 bench/ab_compare.py "$work/$2"/[abc].jsonl >>"$out/$2.txt" 2>&1
+  fi
+  elapsed "gpu-ab $2: exit $rc" >>"$out/$2.txt"
+  cat "$out/$2.txt"
+}
 export RINGLM_PREBUILT=${RINGLM_PREBUILT:-.carry/prebuilt-b.tar.xz}
 nvidia-smi --query-gpu=name,memory.total,clocks.max.sm --format=csv,noheader
 mkdir -p build-cuda && tar -xJf "$RINGLM_PREBUILT" -C build-cuda
@@ -68,16 +82,14 @@ if [[ $stages == *" ab "* ]]; then
   AB_TESTS=0 AB_ROUNDS=${ROUNDS:-1} AB_ENV_A="RINGLM_CUDA_STREAM_GEMM=0" \
     AB_ENV_B="RINGLM_CUDA_STREAM_GEMM=$stream_gemm" \
     AB_EXTRA_ENV="RINGLM_CUDA_STREAM_GEMM=0 RINGLM_CUDA_DECODE_WARPS=8" \
-    AB_ROWS="${ROWS:-$default_rows}" timeout "${LIMIT:-200}" scripts/gpu-ab "$out/ab" >"$out/ab.txt" 2>&1
-  elapsed "gpu-ab: exit $?" >>"$out/ab.txt"
-  cat "$out/ab.txt"
+    AB_ROWS="${ROWS:-$default_rows}" timed_ab "${LIMIT:-200}" ab
 fi
 
 if [[ $stages == *" mlx4 "* ]]; then
   model=/tmp/ringlm-bench/llama-3.1-8b-mlx4
   if [ ! -f "$model/config.json" ]; then
     build-cuda/ringlm random-model --preset llama-3.1-8b --out "$model" --dtype bf16 \
-      --quantize 4 --group-size 64 >"$out/mlx4_model.txt" 2>&1
+      --quantize 4 --group-size 64 >"$work/mlx4_model.txt" 2>&1
     elapsed "random-model mlx4: exit $?"
   fi
   rows="--model $model --kv-memory $kv --context 32768 --batch 1,16 --kv-format turbo;"
@@ -86,9 +98,7 @@ if [[ $stages == *" mlx4 "* ]]; then
   rows+="--model $model --kv-memory $kv --context 32768 --batch $bf16_batches"
   AB_TESTS=0 AB_ROUNDS=${ROUNDS:-1} AB_ENV_A="RINGLM_CUDA_DECODE_WARPS=4" \
     AB_ENV_B="RINGLM_CUDA_DECODE_WARPS=8" AB_ROWS="$rows" \
-    timeout "${LIMIT_MLX4:-300}" scripts/gpu-ab "$out/mlx4" >"$out/mlx4.txt" 2>&1
-  elapsed "gpu-ab mlx4: exit $?" >>"$out/mlx4.txt"
-  cat "$out/mlx4.txt"
+    timed_ab "${LIMIT_MLX4:-300}" mlx4
 fi
 [[ $stages == *" ab2 "* ]] || exit 0
 [ $(($(date +%s) - start)) -lt "${SECOND_BEFORE:-1000}" ] || exit 0
@@ -96,6 +106,4 @@ AB_TESTS=0 AB_ROUNDS=1 AB_ENV_A="RINGLM_CUDA_STREAM_GEMM=0" \
   AB_ENV_B="RINGLM_CUDA_STREAM_GEMM=0 RINGLM_CUDA_DECODE_WARPS=8 RINGLM_CUDA_DECODE_MIN_SPLIT=512" \
   AB_EXTRA_ENV="RINGLM_CUDA_STREAM_GEMM=0 RINGLM_CUDA_DECODE_WARPS=8 RINGLM_CUDA_DECODE_MIN_SPLIT=1024" \
   AB_ROWS="--kv-memory $kv --context 512 --batch 1,8;--kv-memory $kv --context 4096 --batch 1,8" \
-  timeout "${LIMIT2:-120}" scripts/gpu-ab "$out/ab2" >"$out/ab2.txt" 2>&1
-elapsed "gpu-ab 2: exit $?" >>"$out/ab2.txt"
-cat "$out/ab2.txt"
+  timed_ab "${LIMIT2:-120}" ab2
