@@ -15,7 +15,8 @@
 #   4. unless SECOND_BEFORE seconds have passed: eight warps with one part at short context
 #      (RINGLM_CUDA_DECODE_MIN_SPLIT=512 / 1024) against the defaults at 512 and 4k × 1/8.
 # STAGES (default "tests gemm ab ab2") picks the parts; the tests always run first (a hang must
-# stop the benchmarks). Stage `mlx4` (after ab, before ab2; "tests gemm ab mlx4" fits one
+# stop the benchmarks). Stages ab8 and absg (after the tests) are ab in two shorter parts: eight
+# warps over the 1-16-row rows, stream_gemm over 512 × 64/128/256. Stage `mlx4` (after ab, before ab2; "tests gemm ab mlx4" fits one
 # 600 s call without ab2) writes a random 4-bit (MLX, group 64) 8B checkpoint and runs issue 8's point
 # where the weights no longer hide the K/V: 32k × 1/16 with k8v3 and bf16 K/V (× 1/8 on an
 # H100), A = four warps, B = eight.
@@ -61,6 +62,20 @@ if [ $tests = 124 ]; then
 fi
 stream_gemm=1
 grep -q "FAILED  \] CudaStreamGemm" "$out/tests.log" && stream_gemm=0
+
+# Stages ab8 and absg: each feature against the defaults over the rows it changes only (fewer
+# runs than ab's three sides over every row, for a short call).
+if [[ $stages == *" ab8 "* ]]; then
+  rows8="--kv-memory $kv --context 32768 --batch 1,16 --kv-format turbo;"
+  rows8+="--kv-memory $kv --context 512 --batch 1,8;--kv-memory $kv --context 32768 --batch 1,8"
+  AB_TESTS=0 AB_ROUNDS=${ROUNDS:-1} AB_ENV_A="RINGLM_CUDA_DECODE_WARPS=4" \
+    AB_ENV_B="RINGLM_CUDA_DECODE_WARPS=8" AB_ROWS="$rows8" timed_ab "${LIMIT8:-150}" ab8
+fi
+if [ $stream_gemm = 1 ] && [[ $stages == *" absg "* ]]; then
+  AB_TESTS=0 AB_ROUNDS=${ROUNDS:-1} AB_ENV_A="RINGLM_CUDA_STREAM_GEMM=0" \
+    AB_ENV_B="RINGLM_CUDA_STREAM_GEMM=1" \
+    AB_ROWS="--kv-memory $kv --context 512 --batch 64,128,256" timed_ab "${LIMITSG:-90}" absg
+fi
 
 if [ $stream_gemm = 1 ] && [[ $stages == *" gemm "* ]]; then
   timeout "${GB_SECONDS:-45}" build-cuda/gemm_bench --m "${GB_M:-32,64,128,256}" --algos 4 \
