@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# bench/gpu_pending.sh — one device call for the switched-off CUDA paths that no GPU has run yet
-# (twenty-second and twenty-third sessions; docs/benchmarks.md): stream_gemm (TMA + wgmma
+# bench/gpu_pending.sh — one device call for switched-off CUDA paths: stream_gemm (TMA + wgmma
 # stream-K for 17-256 decode rows, RINGLM_CUDA_STREAM_GEMM=1) and eight-warp decode-attention
-# blocks (RINGLM_CUDA_DECODE_WARPS=8). Runs on the GPU machine over a tree carrying a
-# scripts/gpu-pack archive (here: `scripts/gpu-pack .carry/prebuilt-b.tar.xz`, carry
-# [".carry"]), in order, so that a call cut short still returns the first parts under $OUT:
+# blocks (RINGLM_CUDA_DECODE_WARPS=8), written in the twenty-second and twenty-third sessions and
+# first measured in the twenty-fifth (docs/benchmarks.md: both stay off); kept as the call that
+# re-measures them after a change. Runs on the GPU machine over a tree carrying a scripts/gpu-pack
+# archive (here: `scripts/gpu-pack .carry/prebuilt-b.tar.xz`, carry [".carry"]), in order, so
+# that a call cut short still returns the first parts under $OUT:
 #   1. their GPU tests (CudaStreamGemm*, *EightWarp*; a hang — the stream-K reduction spins on
 #      counters — stops the script before any benchmark);
 #   2. gemm_bench: stream_gemm against cublasGemmEx per decode shape (and with 128-row tiles
@@ -16,10 +17,10 @@
 #      (RINGLM_CUDA_DECODE_MIN_SPLIT=512 / 1024) against the defaults at 512 and 4k × 1/8.
 # STAGES (default "tests gemm ab ab2") picks the parts; the tests always run first (a hang must
 # stop the benchmarks). Stages ab8 and absg (after the tests) are ab in two shorter parts: eight
-# warps over the 1-16-row rows, stream_gemm over 512 × 64/128/256. Stage `mlx4` (after ab, before ab2; "tests gemm ab mlx4" fits one
-# 600 s call without ab2) writes a random 4-bit (MLX, group 64) 8B checkpoint and runs issue 8's point
-# where the weights no longer hide the K/V: 32k × 1/16 with k8v3 and bf16 K/V (× 1/8 on an
-# H100), A = four warps, B = eight.
+# warps over the 1-16-row rows, stream_gemm over 512 × 64/128/256. Stage `mlx4` (after ab,
+# before ab2; "tests gemm ab mlx4" fits one 600 s call without ab2) writes a random 4-bit (MLX,
+# group 64) 8B checkpoint and runs issue 8's point where the weights no longer hide the K/V:
+# 32k × 1/16 with k8v3 and bf16 K/V (× 1/8 on an H100), A = four warps, B = eight.
 # No `| tail` after it in the device command: a command stopped at its limit loses its pipe.
 cd "$(dirname "$0")/.." || exit 1
 start=$(date +%s)
