@@ -145,6 +145,43 @@ TEST(CudaQuantMma, StagedScalesChangeNoBits) {
   }
 }
 
+// The 4-bit pipelines (two chunks of codes in flight at 5 or 6 blocks per SM instead of four at
+// 4): the same loads and arithmetic in another order of issue, so the default's bits — with and
+// without splits of K, per-lane and staged scales, and every group size.
+TEST(CudaQuantMma, PipelinesChangeNoBits) {
+  RINGLM_REQUIRE_GPU();
+  ASSERT_EQ(cuda::quant_mma_pipeline(), cuda::QuantMmaPipeline::FourChunks);
+  for (int group : kGroups) {
+    for (const Case& c : kCases) {
+      SCOPED_TRACE(::testing::Message()
+                   << "group=" << group << " M=" << c.M << " K=" << c.K << " N=" << c.N);
+      const QuantFixture f(c.N, c.K, 4, group, DType::BF16, static_cast<uint32_t>(group + c.N));
+      const DeviceQuant dw(f);
+      Owned x(DType::F32, {c.M, c.K});
+      testing::fill_uniform(x, 103);
+      OnDevice dx(x), deep(DType::F32, {c.M, c.N});
+      matmul(dx.t(), Weight::quantized(dw.q), Tensor(), deep.t());
+      const Owned want = deep.to_host();
+      for (auto pipeline : {cuda::QuantMmaPipeline::TwoChunksFiveBlocks,
+                            cuda::QuantMmaPipeline::TwoChunksSixBlocks}) {
+        for (bool staged : {true, false}) {
+          cuda::set_quant_mma_pipeline(pipeline);
+          cuda::set_quant_mma_staged_scales(staged);
+          OnDevice y(DType::F32, {c.M, c.N});
+          const int64_t before = cuda::quant_mma_count();
+          matmul(dx.t(), Weight::quantized(dw.q), Tensor(), y.t());
+          const int64_t runs = cuda::quant_mma_count() - before;
+          cuda::set_quant_mma_pipeline(cuda::QuantMmaPipeline::FourChunks);
+          cuda::set_quant_mma_staged_scales(true);
+          ASSERT_EQ(runs, 1);
+          ASSERT_TRUE(testing::bitwise_equal(y.to_host().t(), want.t()))
+              << "pipeline " << static_cast<int>(pipeline) << " staged " << staged;
+        }
+      }
+    }
+  }
+}
+
 // q/k/v (three weights) and gate/up (two) over one x in one launch through ops::matmul_many: each
 // output the same bits as the weight's own call (each target keeps its own split of K), biases
 // and strided outputs per target; weights of different widths are not joined.

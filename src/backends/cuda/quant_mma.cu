@@ -40,6 +40,7 @@
 #include <climits>
 #include <cstdint>
 #include <cstdlib>
+#include <string>
 
 #include "backends/cuda/cuda_ops.h"
 #include "backends/cuda/device/common.cuh"
@@ -57,7 +58,16 @@ constexpr int kTileCols = 16 * kWarps;  // w rows (y columns) per block: one mma
 constexpr int kPageK = 256;             // k per x page
 constexpr int kPageUnits = kPageK / 4;  // 16-byte f32 units per x row of a page
 constexpr int kXStages = 3;             // x pages in flight (shared memory)
-constexpr int kDepth = 4;               // chunks of codes in flight per thread
+// Chunks of codes in flight per thread and the blocks per SM the registers are bounded for: four
+// chunks at 4 blocks (126 registers) by default; two at 5 or 6 blocks (4-bit only,
+// QuantMmaPipeline) trade bytes in flight per warp for warps per SM — Nsight had the default at
+// 3.55 active and 0.84 eligible warps per scheduler (docs/benchmarks.md).
+template <int kDepthChunks, int kBlocksPerSm>
+struct Pipeline {
+  static constexpr int kDepth = kDepthChunks;
+  static constexpr int kMinBlocks = kBlocksPerSm;
+};
+using DeepPipeline = Pipeline<4, 4>;
 // Staged scales: a page's scales and biases of the block's rows in shared memory, up to 8 groups
 // (group size 32) per row and page.
 constexpr int kPageGroupsMax = kPageK / 32;
@@ -68,7 +78,6 @@ struct Chunking {
   static constexpr int kChunkK = 512 / BITS;  // 16 bytes of codes per lane and row, 4 lanes
   static constexpr int kLaneK = kChunkK / 4;  // codes per lane and row: 32 or 16
   static constexpr int kChunksPerPage = kPageK / kChunkK;
-  static_assert(kDepth % kChunksPerPage == 0, "a page starts at a fixed slot of the code ring");
 };
 
 // One weight of a launch (q, k and v, or gate and up, share one launch and x).
@@ -188,9 +197,11 @@ __device__ __forceinline__ void cp_async4(void* smem, const void* gmem) {
 // kStaged: scales and biases come with each x page through shared memory (one 4-byte copy per
 // two groups of a row) instead of four 2-byte global loads per lane and chunk (Nsight: 39 % of
 // the sectors the kernel requested were these loads' excess).
-template <int BITS, int MT, bool kStaged>
-__global__ void __launch_bounds__(kThreads, 4) quant_mma_kernel(const MmaArgs a) {
+template <int BITS, int MT, bool kStaged, typename P>
+__global__ void __launch_bounds__(kThreads, P::kMinBlocks) quant_mma_kernel(const MmaArgs a) {
   using C = Chunking<BITS>;
+  constexpr int kDepth = P::kDepth;
+  static_assert(kDepth % C::kChunksPerPage == 0, "a page starts at a fixed slot of the code ring");
   constexpr int kRows = 8 * MT;  // x rows a stage holds (M rounded up to the mma's 8)
   constexpr int kStageUnits = kRows * kRowUnits;
   constexpr int kChunkUnits = C::kChunkK / 4;
@@ -444,19 +455,49 @@ std::atomic<bool>& staged_flag() {
   return on;
 }
 
-template <int BITS, int MT, bool kStaged>
-void launch_variant(const MmaArgs& args, int blocks, cudaStream_t stream) {
+// The 4-bit pipeline (quant_mma.h, QuantMmaPipeline): RINGLM_CUDA_QUANT_MMA_DEPTH at start-up
+// ("2": two chunks at 5 blocks per SM, "2x6": at 6; else the default), then
+// set_quant_mma_pipeline().
+std::atomic<int>& pipeline_flag() {
+  static std::atomic<int> choice{[] {
+    const char* v = std::getenv("RINGLM_CUDA_QUANT_MMA_DEPTH");
+    const std::string s = v == nullptr ? "" : v;
+    return static_cast<int>(s == "2"     ? QuantMmaPipeline::TwoChunksFiveBlocks
+                            : s == "2x6" ? QuantMmaPipeline::TwoChunksSixBlocks
+                                         : QuantMmaPipeline::FourChunks);
+  }()};
+  return choice;
+}
+
+template <int BITS, int MT, bool kStaged, typename P>
+void launch_pipeline(const MmaArgs& args, int blocks, cudaStream_t stream) {
   constexpr size_t kSmem = sizeof(float4) * kXStages * 8 * MT * kRowUnits +
                            (kStaged ? sizeof(uint32_t) * kXStages * kScaleStageWords : 0);
   static const bool sized = [] {
-    RINGLM_CUDA_CHECK(cudaFuncSetAttribute(quant_mma_kernel<BITS, MT, kStaged>,
+    RINGLM_CUDA_CHECK(cudaFuncSetAttribute(quant_mma_kernel<BITS, MT, kStaged, P>,
                                            cudaFuncAttributeMaxDynamicSharedMemorySize,
                                            static_cast<int>(kSmem)));
     return true;
   }();
   (void)sized;
-  launch_pdl(quant_mma_kernel<BITS, MT, kStaged>, dim3(static_cast<unsigned>(blocks)),
+  launch_pdl(quant_mma_kernel<BITS, MT, kStaged, P>, dim3(static_cast<unsigned>(blocks)),
              dim3(kThreads), kSmem, stream, args);
+}
+
+// The same bits with every pipeline: only when each chunk's loads go out changes.
+template <int BITS, int MT, bool kStaged>
+void launch_variant(const MmaArgs& args, int blocks, cudaStream_t stream) {
+  if constexpr (BITS == 4) {
+    switch (static_cast<QuantMmaPipeline>(pipeline_flag().load(std::memory_order_relaxed))) {
+      case QuantMmaPipeline::TwoChunksFiveBlocks:
+        return launch_pipeline<BITS, MT, kStaged, Pipeline<2, 5>>(args, blocks, stream);
+      case QuantMmaPipeline::TwoChunksSixBlocks:
+        return launch_pipeline<BITS, MT, kStaged, Pipeline<2, 6>>(args, blocks, stream);
+      case QuantMmaPipeline::FourChunks:
+        break;
+    }
+  }
+  launch_pipeline<BITS, MT, kStaged, DeepPipeline>(args, blocks, stream);
 }
 
 // Scales and biases through shared memory at 9-16 rows (MT = 2), when every target's are 4-byte
@@ -594,6 +635,14 @@ bool quant_mma_staged_scales() {
 
 void set_quant_mma_staged_scales(bool enabled) {
   staged_flag().store(enabled, std::memory_order_relaxed);
+}
+
+QuantMmaPipeline quant_mma_pipeline() {
+  return static_cast<QuantMmaPipeline>(pipeline_flag().load(std::memory_order_relaxed));
+}
+
+void set_quant_mma_pipeline(QuantMmaPipeline pipeline) {
+  pipeline_flag().store(static_cast<int>(pipeline), std::memory_order_relaxed);
 }
 
 int64_t quant_mma_count() {
