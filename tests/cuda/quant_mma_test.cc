@@ -1,5 +1,6 @@
 // The tensor-core decode GEMM for MLX-quantized weights (backends/cuda/quant_mma.h) for 1..16
-// rows, 4- and 8-bit codes, bf16 scales. Oracles: the CPU's quantized matmul within the kernel's
+// rows, 4- and 8-bit codes, bf16 scales — and its grouped 4-bit kernel (quant_mma_grouped()) under
+// the same checks. Oracles: the CPU's quantized matmul within the kernel's
 // stated bound (quant_checks.h) on random codes, scales, biases and x; bit for bit on small
 // integers (every dequantized weight, product and partial sum exact, so any k order, split or tile
 // must give the CPU's bits); batch invariance bit for bit (a row alone or among 16, with and
@@ -36,21 +37,34 @@ const std::vector<Case> kCases = {{1, 256, 1},     {1, 4096, 1024}, {3, 1024, 67
                                   {8, 14336, 64},  {9, 512, 1000},  {16, 4096, 333},
                                   {13, 2304, 130}, {2, 4096, 4096}};
 const int kGroups[] = {32, 64, 128};
+// The kernels: per-element dequantization for 4- and 8-bit codes, and 4-bit codes summed per
+// group (quant_mma_grouped()).
+struct Variant {
+  int bits;
+  bool grouped;
+};
+const Variant kVariants[] = {{4, false}, {4, true}, {8, false}};
+::testing::Message variant_label(const Variant& v) {
+  return ::testing::Message() << "bits=" << v.bits << (v.grouped ? " grouped" : "");
+}
 
 TEST(CudaQuantMma, MatchesCpuOnRandomInputs) {
   RINGLM_REQUIRE_GPU();
   ASSERT_TRUE(cuda::quant_mma_enabled());
-  for (int bits : {4, 8}) {
+  for (const Variant& v : kVariants) {
+    const testing::QuantMmaGrouped grouped(v.grouped);
     for (int group : kGroups) {
       for (const Case& c : kCases) {
-        SCOPED_TRACE(::testing::Message() << "bits=" << bits << " group=" << group << " M=" << c.M
-                                          << " K=" << c.K << " N=" << c.N);
-        const QuantFixture f(c.N, c.K, bits, group, DType::BF16,
-                             static_cast<uint32_t>(bits * 1000 + group + c.K + c.N));
+        SCOPED_TRACE(variant_label(v)
+                     << " group=" << group << " M=" << c.M << " K=" << c.K << " N=" << c.N);
+        const QuantFixture f(c.N, c.K, v.bits, group, DType::BF16,
+                             static_cast<uint32_t>(v.bits * 1000 + group + c.K + c.N));
         QuantPath path = QuantPath::Gemv;
+        const int64_t grouped_before = cuda::quant_mma_grouped_count();
         testing::expect_matches_cpu(f, c.M, c.M % 2 == 1, static_cast<uint32_t>(c.M + group),
                                     &path);
         ASSERT_EQ(path, QuantPath::Mma) << "the tensor-core kernel did not run";
+        ASSERT_EQ(cuda::quant_mma_grouped_count() - grouped_before, v.grouped ? 1 : 0);
       }
     }
   }
@@ -60,12 +74,13 @@ TEST(CudaQuantMma, MatchesCpuOnRandomInputs) {
 // integer of magnitude <= 256 (exact in bf16), every product and partial sum an exact f32 integer.
 TEST(CudaQuantMma, ExactOnSmallIntegers) {
   RINGLM_REQUIRE_GPU();
-  for (int bits : {4, 8}) {
+  for (const Variant& v : kVariants) {
+    const testing::QuantMmaGrouped grouped(v.grouped);
     for (int group : kGroups) {
       for (const Case& c : kCases) {
-        SCOPED_TRACE(::testing::Message() << "bits=" << bits << " group=" << group << " M=" << c.M
-                                          << " K=" << c.K << " N=" << c.N);
-        QuantFixture f(c.N, c.K, bits, group, DType::BF16, 51);
+        SCOPED_TRACE(variant_label(v)
+                     << " group=" << group << " M=" << c.M << " K=" << c.K << " N=" << c.N);
+        QuantFixture f(c.N, c.K, v.bits, group, DType::BF16, 51);
         testing::fill_small_ints(f.scales, 52, 1);
         testing::fill_small_ints(f.biases, 53, 1);
         const DeviceQuant dw(f);
@@ -88,11 +103,12 @@ TEST(CudaQuantMma, ExactOnSmallIntegers) {
 // again (the split tickets return to zero).
 TEST(CudaQuantMma, RowsAreTheSameBitsInAnyBatch) {
   RINGLM_REQUIRE_GPU();
-  for (int bits : {4, 8}) {
+  for (const Variant& v : kVariants) {
+    const testing::QuantMmaGrouped grouped(v.grouped);
     for (const Case& shape : {Case{16, 4096, 1024}, Case{16, 512, 1000}, Case{16, 14336, 64}}) {
-      SCOPED_TRACE(::testing::Message() << "bits=" << bits << " K=" << shape.K << " N=" << shape.N);
+      SCOPED_TRACE(variant_label(v) << " K=" << shape.K << " N=" << shape.N);
       const int64_t K = shape.K, N = shape.N, rows = shape.M;
-      const QuantFixture f(N, K, bits, 64, DType::BF16, static_cast<uint32_t>(K + N + bits));
+      const QuantFixture f(N, K, v.bits, 64, DType::BF16, static_cast<uint32_t>(K + N + v.bits));
       const DeviceQuant dw(f);
       const Weight w = Weight::quantized(dw.q);
       Owned x(DType::F32, {rows, K});
@@ -145,56 +161,20 @@ TEST(CudaQuantMma, StagedScalesChangeNoBits) {
   }
 }
 
-// The 4-bit pipelines (two chunks of codes in flight at 5 or 6 blocks per SM instead of four at
-// 4): the same loads and arithmetic in another order of issue, so the default's bits — with and
-// without splits of K, per-lane and staged scales, and every group size.
-TEST(CudaQuantMma, PipelinesChangeNoBits) {
-  RINGLM_REQUIRE_GPU();
-  ASSERT_EQ(cuda::quant_mma_pipeline(), cuda::QuantMmaPipeline::FourChunks);
-  for (int group : kGroups) {
-    for (const Case& c : kCases) {
-      SCOPED_TRACE(::testing::Message()
-                   << "group=" << group << " M=" << c.M << " K=" << c.K << " N=" << c.N);
-      const QuantFixture f(c.N, c.K, 4, group, DType::BF16, static_cast<uint32_t>(group + c.N));
-      const DeviceQuant dw(f);
-      Owned x(DType::F32, {c.M, c.K});
-      testing::fill_uniform(x, 103);
-      OnDevice dx(x), deep(DType::F32, {c.M, c.N});
-      matmul(dx.t(), Weight::quantized(dw.q), Tensor(), deep.t());
-      const Owned want = deep.to_host();
-      for (auto pipeline : {cuda::QuantMmaPipeline::TwoChunksFiveBlocks,
-                            cuda::QuantMmaPipeline::TwoChunksSixBlocks}) {
-        for (bool staged : {true, false}) {
-          cuda::set_quant_mma_pipeline(pipeline);
-          cuda::set_quant_mma_staged_scales(staged);
-          OnDevice y(DType::F32, {c.M, c.N});
-          const int64_t before = cuda::quant_mma_count();
-          matmul(dx.t(), Weight::quantized(dw.q), Tensor(), y.t());
-          const int64_t runs = cuda::quant_mma_count() - before;
-          cuda::set_quant_mma_pipeline(cuda::QuantMmaPipeline::FourChunks);
-          cuda::set_quant_mma_staged_scales(true);
-          ASSERT_EQ(runs, 1);
-          ASSERT_TRUE(testing::bitwise_equal(y.to_host().t(), want.t()))
-              << "pipeline " << static_cast<int>(pipeline) << " staged " << staged;
-        }
-      }
-    }
-  }
-}
-
 // q/k/v (three weights) and gate/up (two) over one x in one launch through ops::matmul_many: each
 // output the same bits as the weight's own call (each target keeps its own split of K), biases
 // and strided outputs per target; weights of different widths are not joined.
 TEST(CudaQuantMma, JoinedTargetsEqualSeparateCallsBitwise) {
   RINGLM_REQUIRE_GPU();
   const int64_t K = 2048;
-  for (int bits : {4, 8}) {
+  for (const Variant& v : kVariants) {
+    const testing::QuantMmaGrouped grouped(v.grouped);
     for (int64_t M : {int64_t{1}, int64_t{6}, int64_t{16}}) {
-      SCOPED_TRACE(::testing::Message() << "bits=" << bits << " M=" << M);
+      SCOPED_TRACE(variant_label(v) << " M=" << M);
       const std::vector<int64_t> widths = {1000, 256, 130};
       std::deque<QuantFixture> fixtures;  // deques: elements stay put
       for (int64_t n : widths)
-        fixtures.emplace_back(n, K, bits, 64, DType::BF16, static_cast<uint32_t>(n + bits));
+        fixtures.emplace_back(n, K, v.bits, 64, DType::BF16, static_cast<uint32_t>(n + v.bits));
       std::deque<DeviceQuant> dev;
       for (const QuantFixture& f : fixtures) dev.emplace_back(f);
       std::vector<Weight> weights;
@@ -246,14 +226,15 @@ TEST(CudaQuantMma, JoinedTargetsEqualSeparateCallsBitwise) {
 TEST(CudaQuantMma, StridedRows) {
   RINGLM_REQUIRE_GPU();
   const int64_t K = 512, N = 70;
-  for (int bits : {4, 8}) {
-    QuantFixture f(N, K, bits, 64, DType::BF16, 71);
+  for (const Variant& v : kVariants) {
+    const testing::QuantMmaGrouped grouped(v.grouped);
+    QuantFixture f(N, K, v.bits, 64, DType::BF16, 71);
     testing::fill_small_ints(f.scales, 72, 1);
     testing::fill_small_ints(f.biases, 73, 1);
     const DeviceQuant dw(f);
     for (int64_t x_pad : {int64_t{4}, int64_t{5}}) {
       for (int64_t M : {int64_t{3}, int64_t{11}}) {
-        SCOPED_TRACE(::testing::Message() << "bits=" << bits << " x_pad=" << x_pad << " M=" << M);
+        SCOPED_TRACE(variant_label(v) << " x_pad=" << x_pad << " M=" << M);
         const int64_t before = cuda::quant_mma_count();
         ASSERT_TRUE(testing::strided_rows_match(
             {M, K, N, x_pad, 74, 75},

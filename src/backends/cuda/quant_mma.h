@@ -54,17 +54,16 @@ void set_quant_mma(bool enabled);
 // set_quant_mma_staged_scales(false)): the same bits.
 bool quant_mma_staged_scales();
 void set_quant_mma_staged_scales(bool enabled);
-// Chunks of codes in flight per thread for 4-bit codes, against blocks per SM (the register
-// bound): the default four chunks at 4 blocks (126 registers), or two at 5 (96) or 6 (80) — more
-// warps per SM to hide latency, fewer loads in flight per warp. The same bits with each (only when
-// a chunk's loads go out changes); RINGLM_CUDA_QUANT_MMA_DEPTH=2 / 2x6 at start-up, or
-// set_quant_mma_pipeline() (tests, A/Bs). A/Bs pair it with RINGLM_CUDA_QUANT_MMA_BLOCKS_PER_SM =
-// 5 / 6, so that the split of K makes that many blocks (a different split: other bits, still the
-// same for every M).
-enum class QuantMmaPipeline { FourChunks, TwoChunksFiveBlocks, TwoChunksSixBlocks };
-QuantMmaPipeline quant_mma_pipeline();
-void set_quant_mma_pipeline(QuantMmaPipeline pipeline);
-// Calls quant_mma() has run in this process (tests check which path a matmul took).
+// Whether 4-bit codes in groups of 32, 64 or 128 take the grouped kernel (quant_mma_grouped.cu:
+// the scale and bias applied once per group, not per code; other bits), off unless
+// RINGLM_CUDA_QUANT_MMA_GROUPED=1 or set_quant_mma_grouped(true). Its rows keep the contract above
+// but for the rounding of w: no dequantized weight is rounded; x is rounded to bf16, each group's
+// Σ(128 + q)·x and Σ x summed in f32 and combined as s·Σ(128 + q)·x + (b − 128·s)·Σ x.
+bool quant_mma_grouped();
+void set_quant_mma_grouped(bool enabled);
+// Calls quant_mma() has run in this process, and of them the grouped kernel's launches (tests
+// check which path a matmul took).
 int64_t quant_mma_count();
+int64_t quant_mma_grouped_count();
 
 }  // namespace ringlm::cuda
