@@ -39,17 +39,6 @@ struct QuantMmaOff {
   QuantMmaOff& operator=(const QuantMmaOff&) = delete;
 };
 
-// Sets whether 4-bit codes take the grouped kernel for a scope (restores the setting after).
-struct QuantMmaGrouped {
-  explicit QuantMmaGrouped(bool on) : before(cuda::quant_mma_grouped()) {
-    cuda::set_quant_mma_grouped(on);
-  }
-  ~QuantMmaGrouped() { cuda::set_quant_mma_grouped(before); }
-  QuantMmaGrouped(const QuantMmaGrouped&) = delete;
-  QuantMmaGrouped& operator=(const QuantMmaGrouped&) = delete;
-  bool before;
-};
-
 enum class QuantPath { Gemv, Tiles, Mma };
 
 // |y_gpu - y_cpu| bound for element (m, n). The CPU is exact on w_cpu = fl(fl(s·q) + b) up to
@@ -63,14 +52,11 @@ enum class QuantPath { Gemv, Tiles, Mma };
 //  Mma (quant_mma.h, bf16 scales): x rounded to bf16 and w = bf16(s·q + b) from the exact (4-bit)
 //    or f32-rounded (8-bit) s·q + b, which is within u_d·|w_cpu| + 2.1u·(|s·q| + |b|) of w_cpu:
 //    the tile bound with the f32 accumulation doubled (tensor cores may truncate) plus 4u·S.
-//    The grouped 4-bit kernel (quant_mma_grouped()) rounds no w but sums (128 + q)·x per group
-//    (G terms) and the groups' s·Σ + (b − 128s)·Σx (K/G terms, then the splits): add
-//    2(G + 2K/G + 8)·u·O, O = Σ|x|·(|s|·(128 + q) + |b|) + |bias| (tensor cores may truncate).
 inline double tolerance(const QuantFixture& f, const Owned& x, const Owned& bias, QuantPath path,
                         int64_t m, int64_t n) {
   const QuantizedMatrix& q = f.q;
   const int64_t K = q.cols(), groups = K / q.group_size;
-  double spread = bias.t().empty() ? 0.0 : std::fabs(bias.f(n)), dense = spread, offset = spread;
+  double spread = bias.t().empty() ? 0.0 : std::fabs(bias.f(n)), dense = spread;
   for (int64_t k = 0; k < K; ++k) {
     const double xk = std::fabs(x.f(m * K + k));
     const double s = f.scales.f(n * groups + k / q.group_size);
@@ -79,19 +65,12 @@ inline double tolerance(const QuantFixture& f, const Owned& x, const Owned& bias
         kv::affine_code(q.codes.ptr<const uint32_t>() + n * q.codes.shape[1], k, q.bits);
     spread += xk * (std::fabs(s * code) + std::fabs(b));
     dense += xk * std::fabs(reference::dequantized_at(q, n, k));
-    offset += xk * (std::fabs(s) * (128.0 + code) + std::fabs(b));
   }
   const auto Kd = static_cast<double>(K);
   if (path == QuantPath::Gemv) return (3.0 * Kd + 100.0) * kEps * 1.01 * spread + 1e-30;
   const double ud = dtype_roundoff(q.scales.dtype);
-  if (path == QuantPath::Mma) {
-    const double grouped =
-        cuda::quant_mma_grouped() && q.bits == 4
-            ? 2.0 * (q.group_size + 2.0 * Kd / q.group_size + 8.0) * kEps * 1.01 * offset
-            : 0.0;
-    return (2.0 * ud + 6.0 * (Kd + 2.0) * kEps) * 1.01 * dense + 4.0 * kEps * spread + grouped +
-           1e-30;
-  }
+  if (path == QuantPath::Mma)
+    return (2.0 * ud + 6.0 * (Kd + 2.0) * kEps) * 1.01 * dense + 4.0 * kEps * spread + 1e-30;
   const double sub = q.scales.dtype == DType::F16 ? Kd * 27.0 * std::ldexp(1.0, -25) : 0.0;
   return (2.0 * ud + 3.0 * (Kd + 2.0) * kEps) * 1.01 * dense + sub + 1e-30;
 }

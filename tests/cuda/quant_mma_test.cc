@@ -1,6 +1,5 @@
 // The tensor-core decode GEMM for MLX-quantized weights (backends/cuda/quant_mma.h) for 1..16
-// rows, 4- and 8-bit codes, bf16 scales — and its grouped 4-bit kernel (quant_mma_grouped()) under
-// the same checks. Oracles: the CPU's quantized matmul within the kernel's
+// rows, 4- and 8-bit codes, bf16 scales. Oracles: the CPU's quantized matmul within the kernel's
 // stated bound (quant_checks.h) on random codes, scales, biases and x; bit for bit on small
 // integers (every dequantized weight, product and partial sum exact, so any k order, split or tile
 // must give the CPU's bits); batch invariance bit for bit (a row alone or among 16, with and
@@ -37,34 +36,21 @@ const std::vector<Case> kCases = {{1, 256, 1},     {1, 4096, 1024}, {3, 1024, 67
                                   {8, 14336, 64},  {9, 512, 1000},  {16, 4096, 333},
                                   {13, 2304, 130}, {2, 4096, 4096}};
 const int kGroups[] = {32, 64, 128};
-// The kernels: per-element dequantization for 4- and 8-bit codes, and 4-bit codes summed per
-// group (quant_mma_grouped()).
-struct Variant {
-  int bits;
-  bool grouped;
-};
-const Variant kVariants[] = {{4, false}, {4, true}, {8, false}};
-::testing::Message variant_label(const Variant& v) {
-  return ::testing::Message() << "bits=" << v.bits << (v.grouped ? " grouped" : "");
-}
 
 TEST(CudaQuantMma, MatchesCpuOnRandomInputs) {
   RINGLM_REQUIRE_GPU();
   ASSERT_TRUE(cuda::quant_mma_enabled());
-  for (const Variant& v : kVariants) {
-    const testing::QuantMmaGrouped grouped(v.grouped);
+  for (int bits : {4, 8}) {
     for (int group : kGroups) {
       for (const Case& c : kCases) {
-        SCOPED_TRACE(variant_label(v)
-                     << " group=" << group << " M=" << c.M << " K=" << c.K << " N=" << c.N);
-        const QuantFixture f(c.N, c.K, v.bits, group, DType::BF16,
-                             static_cast<uint32_t>(v.bits * 1000 + group + c.K + c.N));
+        SCOPED_TRACE(::testing::Message() << "bits=" << bits << " group=" << group << " M=" << c.M
+                                          << " K=" << c.K << " N=" << c.N);
+        const QuantFixture f(c.N, c.K, bits, group, DType::BF16,
+                             static_cast<uint32_t>(bits * 1000 + group + c.K + c.N));
         QuantPath path = QuantPath::Gemv;
-        const int64_t grouped_before = cuda::quant_mma_grouped_count();
         testing::expect_matches_cpu(f, c.M, c.M % 2 == 1, static_cast<uint32_t>(c.M + group),
                                     &path);
         ASSERT_EQ(path, QuantPath::Mma) << "the tensor-core kernel did not run";
-        ASSERT_EQ(cuda::quant_mma_grouped_count() - grouped_before, v.grouped ? 1 : 0);
       }
     }
   }
@@ -74,13 +60,12 @@ TEST(CudaQuantMma, MatchesCpuOnRandomInputs) {
 // integer of magnitude <= 256 (exact in bf16), every product and partial sum an exact f32 integer.
 TEST(CudaQuantMma, ExactOnSmallIntegers) {
   RINGLM_REQUIRE_GPU();
-  for (const Variant& v : kVariants) {
-    const testing::QuantMmaGrouped grouped(v.grouped);
+  for (int bits : {4, 8}) {
     for (int group : kGroups) {
       for (const Case& c : kCases) {
-        SCOPED_TRACE(variant_label(v)
-                     << " group=" << group << " M=" << c.M << " K=" << c.K << " N=" << c.N);
-        QuantFixture f(c.N, c.K, v.bits, group, DType::BF16, 51);
+        SCOPED_TRACE(::testing::Message() << "bits=" << bits << " group=" << group << " M=" << c.M
+                                          << " K=" << c.K << " N=" << c.N);
+        QuantFixture f(c.N, c.K, bits, group, DType::BF16, 51);
         testing::fill_small_ints(f.scales, 52, 1);
         testing::fill_small_ints(f.biases, 53, 1);
         const DeviceQuant dw(f);
@@ -103,12 +88,11 @@ TEST(CudaQuantMma, ExactOnSmallIntegers) {
 // again (the split tickets return to zero).
 TEST(CudaQuantMma, RowsAreTheSameBitsInAnyBatch) {
   RINGLM_REQUIRE_GPU();
-  for (const Variant& v : kVariants) {
-    const testing::QuantMmaGrouped grouped(v.grouped);
+  for (int bits : {4, 8}) {
     for (const Case& shape : {Case{16, 4096, 1024}, Case{16, 512, 1000}, Case{16, 14336, 64}}) {
-      SCOPED_TRACE(variant_label(v) << " K=" << shape.K << " N=" << shape.N);
+      SCOPED_TRACE(::testing::Message() << "bits=" << bits << " K=" << shape.K << " N=" << shape.N);
       const int64_t K = shape.K, N = shape.N, rows = shape.M;
-      const QuantFixture f(N, K, v.bits, 64, DType::BF16, static_cast<uint32_t>(K + N + v.bits));
+      const QuantFixture f(N, K, bits, 64, DType::BF16, static_cast<uint32_t>(K + N + bits));
       const DeviceQuant dw(f);
       const Weight w = Weight::quantized(dw.q);
       Owned x(DType::F32, {rows, K});
@@ -167,14 +151,13 @@ TEST(CudaQuantMma, StagedScalesChangeNoBits) {
 TEST(CudaQuantMma, JoinedTargetsEqualSeparateCallsBitwise) {
   RINGLM_REQUIRE_GPU();
   const int64_t K = 2048;
-  for (const Variant& v : kVariants) {
-    const testing::QuantMmaGrouped grouped(v.grouped);
+  for (int bits : {4, 8}) {
     for (int64_t M : {int64_t{1}, int64_t{6}, int64_t{16}}) {
-      SCOPED_TRACE(variant_label(v) << " M=" << M);
+      SCOPED_TRACE(::testing::Message() << "bits=" << bits << " M=" << M);
       const std::vector<int64_t> widths = {1000, 256, 130};
       std::deque<QuantFixture> fixtures;  // deques: elements stay put
       for (int64_t n : widths)
-        fixtures.emplace_back(n, K, v.bits, 64, DType::BF16, static_cast<uint32_t>(n + v.bits));
+        fixtures.emplace_back(n, K, bits, 64, DType::BF16, static_cast<uint32_t>(n + bits));
       std::deque<DeviceQuant> dev;
       for (const QuantFixture& f : fixtures) dev.emplace_back(f);
       std::vector<Weight> weights;
@@ -226,15 +209,14 @@ TEST(CudaQuantMma, JoinedTargetsEqualSeparateCallsBitwise) {
 TEST(CudaQuantMma, StridedRows) {
   RINGLM_REQUIRE_GPU();
   const int64_t K = 512, N = 70;
-  for (const Variant& v : kVariants) {
-    const testing::QuantMmaGrouped grouped(v.grouped);
-    QuantFixture f(N, K, v.bits, 64, DType::BF16, 71);
+  for (int bits : {4, 8}) {
+    QuantFixture f(N, K, bits, 64, DType::BF16, 71);
     testing::fill_small_ints(f.scales, 72, 1);
     testing::fill_small_ints(f.biases, 73, 1);
     const DeviceQuant dw(f);
     for (int64_t x_pad : {int64_t{4}, int64_t{5}}) {
       for (int64_t M : {int64_t{3}, int64_t{11}}) {
-        SCOPED_TRACE(variant_label(v) << " x_pad=" << x_pad << " M=" << M);
+        SCOPED_TRACE(::testing::Message() << "bits=" << bits << " x_pad=" << x_pad << " M=" << M);
         const int64_t before = cuda::quant_mma_count();
         ASSERT_TRUE(testing::strided_rows_match(
             {M, K, N, x_pad, 74, 75},

@@ -45,15 +45,19 @@
 #include "backends/cuda/device/common.cuh"
 #include "backends/cuda/device/mma.cuh"
 #include "backends/cuda/device/pdl.cuh"
-#include "backends/cuda/device/quant_mma_common.cuh"
 #include "backends/cuda/gemv.h"
 
 namespace ringlm::cuda {
 
 namespace {
 
-using namespace qmma;  // NOLINT: the kernels' shared shapes and helpers
-
+constexpr int kWarps = 4;
+constexpr int kThreads = 32 * kWarps;
+constexpr int kTileCols = 16 * kWarps;  // w rows (y columns) per block: one mma m-tile per warp
+constexpr int kPageK = 256;             // k per x page
+constexpr int kPageUnits = kPageK / 4;  // 16-byte f32 units per x row of a page
+constexpr int kXStages = 3;             // x pages in flight (shared memory)
+constexpr int kDepth = 4;               // chunks of codes in flight per thread
 // Staged scales: a page's scales and biases of the block's rows in shared memory, up to 8 groups
 // (group size 32) per row and page.
 constexpr int kPageGroupsMax = kPageK / 32;
@@ -67,9 +71,44 @@ struct Chunking {
   static_assert(kDepth % kChunksPerPage == 0, "a page starts at a fixed slot of the code ring");
 };
 
-// Within each chunk's span of an x page row the 16-byte units are stored lane-major-last: unit
-// (c, i) — the i-th unit of lane c's k-range — at i·4 + c, so a lane reads its fragments at fixed
-// offsets from one base (quant_mma_common.cuh, kRowUnits).
+// One weight of a launch (q, k and v, or gate and up, share one launch and x).
+struct MmaTarget {
+  const uint32_t* codes;   // U32[N, row_words]
+  const uint16_t* scales;  // BF16[N, groups] (as bits)
+  const uint16_t* biases;  // BF16[N, groups]
+  device::AnyFloat bias;   // [N] or null
+  float* y;                // F32[M, ldy]
+  float* partials;         // F32[splits, M, N] (splits > 1)
+  int64_t ldy;
+  int N, tiles, splits, pages_per_split;
+  int block_begin;   // its first block in the grid (INT_MAX for an unused slot)
+  int ticket_begin;  // its first column tile's ticket
+};
+
+constexpr int kMaxTargets = 3;
+struct MmaArgs {
+  MmaTarget t0, t1, t2;  // in grid order; named, not an array: selects, no local copies
+  const float* x;        // F32[M, ldx]
+  unsigned* tickets;     // [column tiles of all targets], zero between launches
+  int64_t ldx, row_words;
+  int groups, group_shift;  // group = k >> group_shift
+  int M, K;
+};
+
+// The target that owns grid block `block`.
+__device__ __forceinline__ MmaTarget target_of(const MmaArgs& a, int block) {
+  MmaTarget t = a.t0;
+  if (block >= a.t1.block_begin) t = a.t1;
+  if (block >= a.t2.block_begin) t = a.t2;
+  return t;
+}
+
+// x pages in shared memory: a row is kRowUnits 16-byte f32 units (4 of padding). Within each
+// chunk's span the units are stored lane-major-last: unit (c, i) — the i-th unit of lane c's
+// k-range — at i·4 + c, so a lane reads its fragments at fixed offsets from one base, and the 8
+// lanes of a quarter-warp (c = 0..3, rows g of both parities: the row stride is 4 mod 8 units)
+// hit 8 distinct 16-byte bank groups.
+constexpr int kRowUnits = kPageUnits + 4;
 template <int BITS>
 __device__ __forceinline__ int stored_unit(int u) {  // u: the unit's index in its page row
   constexpr int kChunkUnits = Chunking<BITS>::kChunkK / 4, kLaneUnits = kChunkUnits / 4;
@@ -86,6 +125,21 @@ struct Chunk {
 struct ScaleBias {
   uint32_t scale_a, bias_a, scale_b, bias_b;  // bf16 bits
 };
+
+__device__ __forceinline__ uint32_t word(const uint4& v, int j) {
+  return j == 0 ? v.x : j == 1 ? v.y : j == 2 ? v.z : v.w;
+}
+
+__device__ __forceinline__ uint32_t bf16_pair(uint32_t bits) {  // (v, v)
+  return __byte_perm(bits, 0, 0x1010);
+}
+
+__device__ __forceinline__ __nv_bfloat162 as_bf162(uint32_t v) {
+  return *reinterpret_cast<const __nv_bfloat162*>(&v);
+}
+__device__ __forceinline__ uint32_t as_u32(__nv_bfloat162 v) {
+  return *reinterpret_cast<const uint32_t*>(&v);
+}
 
 // Nibbles p and p + 4 of a 4-bit word dequantized: bf16(s·q + b) in the low and high half.
 template <int P>
@@ -119,6 +173,10 @@ template <int E>
 __device__ __forceinline__ uint32_t dequant_bytes(uint32_t w, float scale, float bias) {
   return device::pack2<__nv_bfloat16>(fmaf(scale, code_byte<E>(w), bias),
                                       fmaf(scale, code_byte<E + 1>(w), bias));
+}
+
+__device__ __forceinline__ float bf16_bits_to_f32(uint32_t bits) {
+  return __uint_as_float(bits << 16);
 }
 
 // 4 bytes global -> shared (cp.async.ca: sizes below 16 bytes go through L1).
@@ -174,15 +232,22 @@ __global__ void __launch_bounds__(kThreads, 4) quant_mma_kernel(const MmaArgs a)
   Chunk wv[kDepth];
 #pragma unroll
   for (int p = 0; p < kDepth; ++p) load_w(p, wv[p]);
-  zero_padding_rows<kRows>(a, xs, kXStages * kStageUnits);
+  // x rows past M read as zeros in every stage (load_x writes real rows only).
+  for (int v = static_cast<int>(threadIdx.x); v < kXStages * kStageUnits; v += kThreads) {
+    if ((v / kRowUnits) % kRows >= a.M) xs[v] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+  }
   device::wait_prior_grid();
   device::launch_dependents();
 
   const auto load_x = [&](int page) {  // page into stage page % kXStages; real rows only
     if (page < pages) {
       const int64_t k0 = int64_t{first_page + page} * kPageK;
-      copy_x_page(a, xs + (page % kXStages) * kStageUnits, k0,
-                  [](int u) { return stored_unit<BITS>(u); });
+      float4* stage = xs + (page % kXStages) * kStageUnits;
+      for (int v = static_cast<int>(threadIdx.x); v < a.M * kPageUnits; v += kThreads) {
+        const int r = v / kPageUnits, u = v % kPageUnits;
+        device::cp_async16(stage + r * kRowUnits + stored_unit<BITS>(u),
+                           a.x + r * a.ldx + k0 + 4 * u, true);
+      }
       if constexpr (kStaged) {
         // Row r's groups of the page: words of two groups each (groups per row are even).
         const int words = (kPageK >> a.group_shift) / 2;
@@ -283,14 +348,71 @@ __global__ void __launch_bounds__(kThreads, 4) quant_mma_kernel(const MmaArgs a)
   }
   device::cp_async_wait<0>();
 
-  finish_tile<MT>(a, T, tile, split, row0, acc, last_block);
+  // acc[t][e]: w row row0 + g (+ 8 for e >= 2), x row 8t + 2c (+ 1 for odd e).
+  const auto for_each_output = [&](auto&& f) {
+#pragma unroll
+    for (int t = 0; t < MT; ++t) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int n = row0 + g + 8 * (e >> 1), m = 8 * t + 2 * c + (e & 1);
+        if (n < T.N && m < a.M) f(acc[t][e], int64_t{m}, int64_t{n});
+      }
+    }
+  };
+  const auto store = [&](float v, int64_t m, int64_t n) {
+    T.y[m * T.ldy + n] = T.bias.p != nullptr ? v + T.bias[n] : v;
+  };
+  if (T.splits == 1) {
+    for_each_output(store);
+    return;
+  }
+  const int64_t plane = int64_t{a.M} * T.N;  // one split's partial sums
+  float* mine = T.partials + split * plane;
+  for_each_output([&](float v, int64_t m, int64_t n) { mine[m * T.N + n] = v; });
+  __threadfence();  // the partials are visible before the ticket says so
+  __syncthreads();
+  unsigned* ticket = a.tickets + T.ticket_begin + tile;
+  if (threadIdx.x == 0) last_block = atomicAdd(ticket, 1u) == static_cast<unsigned>(T.splits - 1);
+  __syncthreads();
+  if (!last_block) return;
+  __threadfence();
+  // The splits' sums added in split order; the loads of kGroup splits go out before their adds.
+  constexpr int kGroup = 8 / MT;
+#pragma unroll
+  for (int t = 0; t < MT; ++t) acc[t][0] = acc[t][1] = acc[t][2] = acc[t][3] = 0.0f;
+  for (int s0 = 0; s0 < T.splits; s0 += kGroup) {
+    float part[kGroup][MT][4];
+#pragma unroll
+    for (int q = 0; q < kGroup; ++q) {
+      const float* plane_q = T.partials + min(s0 + q, T.splits - 1) * plane;
+#pragma unroll
+      for (int t = 0; t < MT; ++t) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int n = row0 + g + 8 * (e >> 1), m = 8 * t + 2 * c + (e & 1);
+          part[q][t][e] = n < T.N && m < a.M ? __ldcg(plane_q + int64_t{m} * T.N + n) : 0.0f;
+        }
+      }
+    }
+#pragma unroll
+    for (int q = 0; q < kGroup; ++q) {
+      if (s0 + q >= T.splits) break;
+#pragma unroll
+      for (int t = 0; t < MT; ++t) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) acc[t][e] += part[q][t][e];
+      }
+    }
+  }
+  for_each_output(store);
+  if (threadIdx.x == 0) *ticket = 0;  // ready for the next launch
 }
 
 std::atomic<bool>& enabled_flag() {
   static std::atomic<bool> on{env_switch_on("RINGLM_CUDA_QUANT_MMA")};
   return on;
 }
-std::atomic<int64_t> g_count{0}, g_grouped_count{0};
+std::atomic<int64_t> g_count{0};
 
 // Blocks per SM the split rule aims for (4 fit by the launch bounds): 4, or
 // RINGLM_CUDA_QUANT_MMA_BLOCKS_PER_SM (1..8) read at start-up, for same-binary A/B runs.
@@ -348,27 +470,6 @@ void launch(const MmaArgs& args, int blocks, bool scales_aligned, cudaStream_t s
       return launch_variant<BITS, MT, true>(args, blocks, stream);
   }
   launch_variant<BITS, MT, false>(args, blocks, stream);
-}
-
-std::atomic<bool>& grouped_flag() {
-  static std::atomic<bool> on{env_switch_on("RINGLM_CUDA_QUANT_MMA_GROUPED", false)};
-  return on;
-}
-
-// The grouped kernel's cases: 4-bit codes in MLX groups of 32, 64 or 128, and scales and biases
-// aligned for one load of a chunk's groups per row (2, 4 or 8 bytes).
-bool grouped_applies(std::span<const QuantMma> targets) {
-  const ops::QuantizedMatrix& q0 = *targets[0].w;
-  const int group = q0.group_size;
-  if (!grouped_flag().load(std::memory_order_relaxed) || q0.bits != 4) return false;
-  if (group != 32 && group != 64 && group != 128) return false;
-  const auto bytes = static_cast<uintptr_t>(2 * 128 / group);
-  for (const QuantMma& g : targets) {
-    if (reinterpret_cast<uintptr_t>(g.w->scales.data) % bytes != 0 ||
-        reinterpret_cast<uintptr_t>(g.w->biases.data) % bytes != 0)
-      return false;
-  }
-  return true;
 }
 
 bool aligned16(const void* p) {
@@ -468,10 +569,7 @@ void quant_mma_many(std::span<const QuantMma> targets) {
   }
   const bool wide = M > 8;
   cudaStream_t stream = ctx.stream();
-  if (grouped_applies(targets)) {
-    launch_quant_mma_grouped(args, blocks, wide ? 2 : 1, q0.group_size, stream);
-    g_grouped_count.fetch_add(1, std::memory_order_relaxed);
-  } else if (q0.bits == 4) {
+  if (q0.bits == 4) {
     wide ? launch<4, 2>(args, blocks, scales_aligned, stream)
          : launch<4, 1>(args, blocks, scales_aligned, stream);
   } else {
@@ -498,20 +596,8 @@ void set_quant_mma_staged_scales(bool enabled) {
   staged_flag().store(enabled, std::memory_order_relaxed);
 }
 
-bool quant_mma_grouped() {
-  return grouped_flag().load(std::memory_order_relaxed);
-}
-
-void set_quant_mma_grouped(bool enabled) {
-  grouped_flag().store(enabled, std::memory_order_relaxed);
-}
-
 int64_t quant_mma_count() {
   return g_count.load(std::memory_order_relaxed);
-}
-
-int64_t quant_mma_grouped_count() {
-  return g_grouped_count.load(std::memory_order_relaxed);
 }
 
 }  // namespace ringlm::cuda

@@ -54,16 +54,7 @@ void set_quant_mma(bool enabled);
 // set_quant_mma_staged_scales(false)): the same bits.
 bool quant_mma_staged_scales();
 void set_quant_mma_staged_scales(bool enabled);
-// Whether 4-bit codes in groups of 32, 64 or 128 take the grouped kernel (quant_mma_grouped.cu:
-// the scale and bias applied once per group, not per code; other bits), off unless
-// RINGLM_CUDA_QUANT_MMA_GROUPED=1 or set_quant_mma_grouped(true). Its rows keep the contract above
-// but for the rounding of w: no dequantized weight is rounded; x is rounded to bf16, each group's
-// Σ(128 + q)·x and Σ x summed in f32 and combined as s·Σ(128 + q)·x + (b − 128·s)·Σ x.
-bool quant_mma_grouped();
-void set_quant_mma_grouped(bool enabled);
-// Calls quant_mma() has run in this process, and of them the grouped kernel's launches (tests
-// check which path a matmul took).
+// Calls quant_mma() has run in this process (tests check which path a matmul took).
 int64_t quant_mma_count();
-int64_t quant_mma_grouped_count();
 
 }  // namespace ringlm::cuda
