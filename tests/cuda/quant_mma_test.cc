@@ -145,6 +145,38 @@ TEST(CudaQuantMma, StagedScalesChangeNoBits) {
   }
 }
 
+// Warp-private x pages at 1-2 rows (quant_mma_warp_x()): the same loads into the same arithmetic,
+// so the block-shared pages' bits — with and without splits of K, every group size, both widths.
+TEST(CudaQuantMma, WarpPrivatePagesChangeNoBits) {
+  RINGLM_REQUIRE_GPU();
+  ASSERT_FALSE(cuda::quant_mma_warp_x());
+  const std::vector<Case> cases = {{1, 256, 1},    {1, 4096, 1024}, {2, 1024, 67},
+                                   {2, 14336, 64}, {1, 512, 1000},  {2, 4096, 4096}};
+  for (int bits : {4, 8}) {
+    for (int group : kGroups) {
+      for (const Case& c : cases) {
+        SCOPED_TRACE(::testing::Message() << "bits=" << bits << " group=" << group << " M=" << c.M
+                                          << " K=" << c.K << " N=" << c.N);
+        const QuantFixture f(c.N, c.K, bits, group, DType::BF16,
+                             static_cast<uint32_t>(bits + group + c.N));
+        const DeviceQuant dw(f);
+        Owned x(DType::F32, {c.M, c.K}), b(DType::BF16, {c.N});
+        testing::fill_uniform(x, 111);
+        testing::fill_uniform(b, 112);
+        OnDevice dx(x), db(b), shared(DType::F32, {c.M, c.N}), own(DType::F32, {c.M, c.N});
+        matmul(dx.t(), Weight::quantized(dw.q), db.t(), shared.t());
+        cuda::set_quant_mma_warp_x(true);
+        const int64_t before = cuda::quant_mma_count();
+        matmul(dx.t(), Weight::quantized(dw.q), db.t(), own.t());
+        const int64_t runs = cuda::quant_mma_count() - before;
+        cuda::set_quant_mma_warp_x(false);
+        ASSERT_EQ(runs, 1);
+        ASSERT_TRUE(testing::bitwise_equal(own.to_host().t(), shared.to_host().t()));
+      }
+    }
+  }
+}
+
 // q/k/v (three weights) and gate/up (two) over one x in one launch through ops::matmul_many: each
 // output the same bits as the weight's own call (each target keeps its own split of K), biases
 // and strided outputs per target; weights of different widths are not joined.

@@ -57,7 +57,9 @@ constexpr int kTileCols = 16 * kWarps;  // w rows (y columns) per block: one mma
 constexpr int kPageK = 256;             // k per x page
 constexpr int kPageUnits = kPageK / 4;  // 16-byte f32 units per x row of a page
 constexpr int kXStages = 3;             // x pages in flight (shared memory)
-constexpr int kDepth = 4;               // chunks of codes in flight per thread
+// Warp-private x pages (kWarpX) hold this many rows: steps of 1-2 rows.
+constexpr int kWarpXRows = 2;
+constexpr int kDepth = 4;  // chunks of codes in flight per thread
 // Staged scales: a page's scales and biases of the block's rows in shared memory, up to 8 groups
 // (group size 32) per row and page.
 constexpr int kPageGroupsMax = kPageK / 32;
@@ -109,6 +111,8 @@ __device__ __forceinline__ MmaTarget target_of(const MmaArgs& a, int block) {
 // lanes of a quarter-warp (c = 0..3, rows g of both parities: the row stride is 4 mod 8 units)
 // hit 8 distinct 16-byte bank groups.
 constexpr int kRowUnits = kPageUnits + 4;
+// A warp's private pages (kWarpX) and a row of zeros (what lanes of rows past M read).
+constexpr int kWarpXUnits = kXStages * kWarpXRows * kRowUnits + kRowUnits;
 template <int BITS>
 __device__ __forceinline__ int stored_unit(int u) {  // u: the unit's index in its page row
   constexpr int kChunkUnits = Chunking<BITS>::kChunkK / 4, kLaneUnits = kChunkUnits / 4;
@@ -188,17 +192,26 @@ __device__ __forceinline__ void cp_async4(void* smem, const void* gmem) {
 // kStaged: scales and biases come with each x page through shared memory (one 4-byte copy per
 // two groups of a row) instead of four 2-byte global loads per lane and chunk (Nsight: 39 % of
 // the sectors the kernel requested were these loads' excess).
-template <int BITS, int MT, bool kStaged>
+// kWarpX (1-2 rows): each warp copies and reads its own x pages, so a page costs a __syncwarp
+// instead of a block barrier (Nsight, mlx4 gate/up at one row: 13 % of the warps' cycles stalled
+// at the page barrier); lanes of rows past M read a row of zeros. The same loads into the same
+// arithmetic: the same bits.
+template <int BITS, int MT, bool kStaged, bool kWarpX>
 __global__ void __launch_bounds__(kThreads, 4) quant_mma_kernel(const MmaArgs a) {
+  static_assert(!kWarpX || (MT == 1 && !kStaged), "warp-private x pages: 1-2 rows, no staging");
   using C = Chunking<BITS>;
   constexpr int kRows = 8 * MT;  // x rows a stage holds (M rounded up to the mma's 8)
-  constexpr int kStageUnits = kRows * kRowUnits;
+  constexpr int kStageUnits = (kWarpX ? kWarpXRows : kRows) * kRowUnits;
   constexpr int kChunkUnits = C::kChunkK / 4;
-  extern __shared__ __align__(16) float4 xs[];  // [kXStages][kRows][kRowUnits], then scales
-  // [kXStages][scale, bias][kTileCols][kPageGroupsMax] bf16 bits (kStaged)
+  // [kXStages][kRows][kRowUnits], then the staged scales
+  // ([kXStages][scale, bias][kTileCols][kPageGroupsMax] bf16 bits, kStaged); kWarpX: per warp
+  // [kXStages][kWarpXRows][kRowUnits] and a zero row.
+  extern __shared__ __align__(16) float4 xs[];
   auto* staged = reinterpret_cast<uint16_t*>(xs + kXStages * kStageUnits);
   __shared__ bool last_block;
   const int warp = static_cast<int>(threadIdx.x) >> 5, lane = static_cast<int>(threadIdx.x) & 31;
+  float4* const x_pages = kWarpX ? xs + warp * kWarpXUnits : xs;
+  const float4* const zero_row = x_pages + kXStages * kStageUnits;  // kWarpX
   const int g = lane >> 2, c = lane & 3;
   const int block = static_cast<int>(blockIdx.x);
   const MmaTarget T = target_of(a, block);
@@ -233,8 +246,13 @@ __global__ void __launch_bounds__(kThreads, 4) quant_mma_kernel(const MmaArgs a)
 #pragma unroll
   for (int p = 0; p < kDepth; ++p) load_w(p, wv[p]);
   // x rows past M read as zeros in every stage (load_x writes real rows only).
-  for (int v = static_cast<int>(threadIdx.x); v < kXStages * kStageUnits; v += kThreads) {
-    if ((v / kRowUnits) % kRows >= a.M) xs[v] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+  if constexpr (kWarpX) {
+    for (int v = lane; v < kRowUnits; v += 32)
+      x_pages[kXStages * kStageUnits + v] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+  } else {
+    for (int v = static_cast<int>(threadIdx.x); v < kXStages * kStageUnits; v += kThreads) {
+      if ((v / kRowUnits) % kRows >= a.M) xs[v] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    }
   }
   device::wait_prior_grid();
   device::launch_dependents();
@@ -242,8 +260,9 @@ __global__ void __launch_bounds__(kThreads, 4) quant_mma_kernel(const MmaArgs a)
   const auto load_x = [&](int page) {  // page into stage page % kXStages; real rows only
     if (page < pages) {
       const int64_t k0 = int64_t{first_page + page} * kPageK;
-      float4* stage = xs + (page % kXStages) * kStageUnits;
-      for (int v = static_cast<int>(threadIdx.x); v < a.M * kPageUnits; v += kThreads) {
+      float4* stage = x_pages + (page % kXStages) * kStageUnits;
+      const int copier = kWarpX ? lane : static_cast<int>(threadIdx.x);
+      for (int v = copier; v < a.M * kPageUnits; v += kWarpX ? 32 : kThreads) {
         const int r = v / kPageUnits, u = v % kPageUnits;
         device::cp_async16(stage + r * kRowUnits + stored_unit<BITS>(u),
                            a.x + r * a.ldx + k0 + 4 * u, true);
@@ -284,7 +303,11 @@ __global__ void __launch_bounds__(kThreads, 4) quant_mma_kernel(const MmaArgs a)
     // xr[t][4i]: unit i of lane c's k-range in the chunk, x row 8t + g.
     const float4* xr[MT];
 #pragma unroll
-    for (int t = 0; t < MT; ++t) xr[t] = stage + (8 * t + g) * kRowUnits + ci * kChunkUnits + c;
+    for (int t = 0; t < MT; ++t) {
+      const float4* row = stage + (8 * t + g) * kRowUnits;
+      if constexpr (kWarpX) row = g < a.M ? stage + g * kRowUnits : zero_row;
+      xr[t] = row + ci * kChunkUnits + c;
+    }
     if constexpr (BITS == 4) {
       const __nv_bfloat162 scale_a = as_bf162(bf16_pair(d.scale_a));
       const __nv_bfloat162 bias_a = as_bf162(bf16_pair(d.bias_a));
@@ -337,11 +360,17 @@ __global__ void __launch_bounds__(kThreads, 4) quant_mma_kernel(const MmaArgs a)
       const int page = i / kPerPage;
       if (p % kPerPage == 0) {  // i0 is a multiple of kDepth, so i starts a page exactly here
         device::cp_async_wait<kXStages - 2>();  // this page's x has landed (this thread's copies)
-        __syncthreads();  // ... every thread's, and every warp is done with the page before
+        // ... every copier's (the block's, or the warp's), and every reader is done with the page
+        // before
+        if constexpr (kWarpX) {
+          __syncwarp();
+        } else {
+          __syncthreads();
+        }
         load_x(page + kXStages - 1);
       }
       const int stage = page % kXStages;
-      consume(xs + stage * kStageUnits, p % kPerPage, scale_bias(stage, p % kPerPage, wv[p]),
+      consume(x_pages + stage * kStageUnits, p % kPerPage, scale_bias(stage, p % kPerPage, wv[p]),
               wv[p]);
       load_w(i + kDepth, wv[p]);
     }
@@ -444,18 +473,25 @@ std::atomic<bool>& staged_flag() {
   return on;
 }
 
-template <int BITS, int MT, bool kStaged>
+std::atomic<bool>& warp_x_flag() {
+  static std::atomic<bool> on{env_switch_on("RINGLM_CUDA_QUANT_MMA_WARP_X", false)};
+  return on;
+}
+
+template <int BITS, int MT, bool kStaged, bool kWarpX = false>
 void launch_variant(const MmaArgs& args, int blocks, cudaStream_t stream) {
-  constexpr size_t kSmem = sizeof(float4) * kXStages * 8 * MT * kRowUnits +
-                           (kStaged ? sizeof(uint32_t) * kXStages * kScaleStageWords : 0);
+  constexpr size_t kSmem = kWarpX
+                               ? sizeof(float4) * kWarps * kWarpXUnits
+                               : sizeof(float4) * kXStages * 8 * MT * kRowUnits +
+                                     (kStaged ? sizeof(uint32_t) * kXStages * kScaleStageWords : 0);
   static const bool sized = [] {
-    RINGLM_CUDA_CHECK(cudaFuncSetAttribute(quant_mma_kernel<BITS, MT, kStaged>,
+    RINGLM_CUDA_CHECK(cudaFuncSetAttribute(quant_mma_kernel<BITS, MT, kStaged, kWarpX>,
                                            cudaFuncAttributeMaxDynamicSharedMemorySize,
                                            static_cast<int>(kSmem)));
     return true;
   }();
   (void)sized;
-  launch_pdl(quant_mma_kernel<BITS, MT, kStaged>, dim3(static_cast<unsigned>(blocks)),
+  launch_pdl(quant_mma_kernel<BITS, MT, kStaged, kWarpX>, dim3(static_cast<unsigned>(blocks)),
              dim3(kThreads), kSmem, stream, args);
 }
 
@@ -468,6 +504,9 @@ void launch(const MmaArgs& args, int blocks, bool scales_aligned, cudaStream_t s
   if constexpr (MT == 2) {
     if (scales_aligned && staged_flag().load(std::memory_order_relaxed))
       return launch_variant<BITS, MT, true>(args, blocks, stream);
+  } else {
+    if (args.M <= kWarpXRows && warp_x_flag().load(std::memory_order_relaxed))
+      return launch_variant<BITS, MT, false, true>(args, blocks, stream);
   }
   launch_variant<BITS, MT, false>(args, blocks, stream);
 }
@@ -594,6 +633,14 @@ bool quant_mma_staged_scales() {
 
 void set_quant_mma_staged_scales(bool enabled) {
   staged_flag().store(enabled, std::memory_order_relaxed);
+}
+
+bool quant_mma_warp_x() {
+  return warp_x_flag().load(std::memory_order_relaxed);
+}
+
+void set_quant_mma_warp_x(bool enabled) {
+  warp_x_flag().store(enabled, std::memory_order_relaxed);
 }
 
 int64_t quant_mma_count() {

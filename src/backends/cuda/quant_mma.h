@@ -54,6 +54,11 @@ void set_quant_mma(bool enabled);
 // set_quant_mma_staged_scales(false)): the same bits.
 bool quant_mma_staged_scales();
 void set_quant_mma_staged_scales(bool enabled);
+// Whether calls of 1-2 rows give each warp its own x pages (a __syncwarp per page instead of a
+// block barrier): off unless RINGLM_CUDA_QUANT_MMA_WARP_X=1 or set_quant_mma_warp_x(true). The
+// same bits either way.
+bool quant_mma_warp_x();
+void set_quant_mma_warp_x(bool enabled);
 // Calls quant_mma() has run in this process (tests check which path a matmul took).
 int64_t quant_mma_count();
 
