@@ -16,7 +16,8 @@
 #   4. unless SECOND_BEFORE seconds have passed: eight warps with one part at short context
 #      (RINGLM_CUDA_DECODE_MIN_SPLIT=512 / 1024) against the defaults at 512 and 4k × 1/8.
 # STAGES (default "tests gemm ab ab2") picks the parts; the tests always run first (a hang must
-# stop the benchmarks). Stages ab8 and absg (after the tests) are ab in two shorter parts: eight
+# stop the benchmarks). Stage warpx (after the tests): quant_mma's warp-private x pages, A/B on
+# a random mlx4 8B checkpoint — `STAGES="tests warpx"` is the next call to make. Stages ab8 and absg (after the tests) are ab in two shorter parts: eight
 # warps over the 1-16-row rows, stream_gemm over 512 × 64/128/256. Stage `mlx4` (after ab,
 # before ab2; "tests gemm ab mlx4" fits one 600 s call without ab2) writes a random 4-bit (MLX,
 # group 64) 8B checkpoint and runs issue 8's point where the weights no longer hide the K/V:
@@ -63,6 +64,23 @@ if [ $tests = 124 ]; then
 fi
 stream_gemm=1
 grep -q "FAILED  \] CudaStreamGemm" "$out/tests.log" && stream_gemm=0
+
+# Stage warpx: quant_mma's warp-private x pages at 1-2 rows (twenty-fifth session, off until
+# measured): its tests with the switch on, then A = off, B = on over a random mlx4 8B checkpoint.
+if [[ $stages == *" warpx "* ]]; then
+  RINGLM_CUDA_QUANT_MMA_WARP_X=1 timeout 120 build-cuda/ringlm_cuda_tests \
+    --gtest_filter='CudaQuantMma*' >"$out/warpx_tests.log" 2>&1
+  elapsed "warpx tests: exit $?"
+  grep -E "^\[  (FAILED|PASSED) |Failure" "$out/warpx_tests.log" | head -20
+  model=/tmp/ringlm-bench/llama-3.1-8b-mlx4
+  [ -f "$model/config.json" ] || build-cuda/ringlm random-model --preset llama-3.1-8b \
+    --out "$model" --dtype bf16 --quantize 4 --group-size 64 >"$work/mlx4_model.txt" 2>&1
+  rows="--model $model --kv-memory 40000 --context 512 --batch 1,2,4;"
+  rows+="--model $model --kv-memory $kv --context 32768 --batch 1 --kv-format turbo;"
+  rows+="--model $model --kv-memory $kv --context 32768 --batch 1"
+  AB_TESTS=0 AB_ROUNDS=${ROUNDS:-2} AB_ENV_A="RINGLM_CUDA_QUANT_MMA_WARP_X=0" \
+    AB_ENV_B="RINGLM_CUDA_QUANT_MMA_WARP_X=1" AB_ROWS="$rows" timed_ab "${LIMIT_WARPX:-150}" warpx
+fi
 
 # Stages ab8 and absg: each feature against the defaults over the rows it changes only (fewer
 # runs than ab's three sides over every row, for a short call).
