@@ -17,8 +17,9 @@
 #      (RINGLM_CUDA_DECODE_MIN_SPLIT=512 / 1024) against the defaults at 512 and 4k × 1/8.
 # STAGES (default "tests gemm ab ab2") picks the parts; the tests always run first (a hang must
 # stop the benchmarks). Stage warpx (after the tests): quant_mma's warp-private x pages, A/B on
-# a random mlx4 8B checkpoint — `STAGES="tests warpx"` is the next call to make. Stages ab8 and absg (after the tests) are ab in two shorter parts: eight
-# warps over the 1-16-row rows, stream_gemm over 512 × 64/128/256. Stage `mlx4` (after ab,
+# a random mlx4 8B checkpoint — `STAGES="tests warpx"` is the next call to make. Stages ab8 and
+# absg (after the tests) are ab in two shorter parts: eight warps over the 1-16-row rows,
+# stream_gemm over 512 × 64/128/256. Stage `mlx4` (after ab,
 # before ab2; "tests gemm ab mlx4" fits one 600 s call without ab2) writes a random 4-bit (MLX,
 # group 64) 8B checkpoint and runs issue 8's point where the weights no longer hide the K/V:
 # 32k × 1/16 with k8v3 and bf16 K/V (× 1/8 on an H100), A = four warps, B = eight.
@@ -29,6 +30,14 @@ out=${OUT:?set OUT to the output folder}
 work=/tmp/gpu_pending  # gpu-ab's logs: $OUT brings back at most 8 files
 mkdir -p "$work"
 elapsed() { echo "[$(($(date +%s) - start)) s] $*"; }
+mlx4=/tmp/ringlm-bench/llama-3.1-8b-mlx4
+# A random 4-bit (MLX, group 64) 8B checkpoint at $mlx4, written once.
+mlx4_model() {
+  [ -f "$mlx4/config.json" ] && return 0
+  build-cuda/ringlm random-model --preset llama-3.1-8b --out "$mlx4" --dtype bf16 \
+    --quantize 4 --group-size 64 >"$work/mlx4_model.txt" 2>&1
+  elapsed "random-model mlx4: exit $?"
+}
 # timed_ab SECONDS NAME: scripts/gpu-ab (its AB_* settings from the environment) into $work/NAME,
 # its report in $OUT/NAME.txt; when the limit stops it, the table of the rows it finished.
 timed_ab() {
@@ -72,12 +81,10 @@ if [[ $stages == *" warpx "* ]]; then
     --gtest_filter='CudaQuantMma*' >"$out/warpx_tests.log" 2>&1
   elapsed "warpx tests: exit $?"
   grep -E "^\[  (FAILED|PASSED) |Failure" "$out/warpx_tests.log" | head -20
-  model=/tmp/ringlm-bench/llama-3.1-8b-mlx4
-  [ -f "$model/config.json" ] || build-cuda/ringlm random-model --preset llama-3.1-8b \
-    --out "$model" --dtype bf16 --quantize 4 --group-size 64 >"$work/mlx4_model.txt" 2>&1
-  rows="--model $model --kv-memory 40000 --context 512 --batch 1,2,4;"
-  rows+="--model $model --kv-memory $kv --context 32768 --batch 1 --kv-format turbo;"
-  rows+="--model $model --kv-memory $kv --context 32768 --batch 1"
+  mlx4_model
+  rows="--model $mlx4 --kv-memory 40000 --context 512 --batch 1,2,4;"
+  rows+="--model $mlx4 --kv-memory $kv --context 32768 --batch 1 --kv-format turbo;"
+  rows+="--model $mlx4 --kv-memory $kv --context 32768 --batch 1"
   AB_TESTS=0 AB_ROUNDS=${ROUNDS:-2} AB_ENV_A="RINGLM_CUDA_QUANT_MMA_WARP_X=0" \
     AB_ENV_B="RINGLM_CUDA_QUANT_MMA_WARP_X=1" AB_ROWS="$rows" timed_ab "${LIMIT_WARPX:-150}" warpx
 fi
@@ -120,16 +127,11 @@ if [[ $stages == *" ab "* ]]; then
 fi
 
 if [[ $stages == *" mlx4 "* ]]; then
-  model=/tmp/ringlm-bench/llama-3.1-8b-mlx4
-  if [ ! -f "$model/config.json" ]; then
-    build-cuda/ringlm random-model --preset llama-3.1-8b --out "$model" --dtype bf16 \
-      --quantize 4 --group-size 64 >"$work/mlx4_model.txt" 2>&1
-    elapsed "random-model mlx4: exit $?"
-  fi
-  rows="--model $model --kv-memory $kv --context 32768 --batch 1,16 --kv-format turbo;"
+  mlx4_model
+  rows="--model $mlx4 --kv-memory $kv --context 32768 --batch 1,16 --kv-format turbo;"
   bf16_batches=1,16  # 26 rows of bf16 K/V at 32k fit 110,000 MiB, 13 fit 56,000 (an H100)
   [ $kv = 110000 ] || bf16_batches=1,8
-  rows+="--model $model --kv-memory $kv --context 32768 --batch $bf16_batches"
+  rows+="--model $mlx4 --kv-memory $kv --context 32768 --batch $bf16_batches"
   AB_TESTS=0 AB_ROUNDS=${ROUNDS:-1} AB_ENV_A="RINGLM_CUDA_DECODE_WARPS=4" \
     AB_ENV_B="RINGLM_CUDA_DECODE_WARPS=8" AB_ROWS="$rows" \
     timed_ab "${LIMIT_MLX4:-300}" mlx4
