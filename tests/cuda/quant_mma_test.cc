@@ -149,7 +149,9 @@ TEST(CudaQuantMma, StagedScalesChangeNoBits) {
 // so the block-shared pages' bits — with and without splits of K, every group size, both widths.
 TEST(CudaQuantMma, WarpPrivatePagesChangeNoBits) {
   RINGLM_REQUIRE_GPU();
-  ASSERT_FALSE(cuda::quant_mma_warp_x());
+  // The configured setting (RINGLM_CUDA_QUANT_MMA_WARP_X may run the suite with it on) comes back
+  // at the end; the block's pages are the reference.
+  const bool configured = cuda::quant_mma_warp_x();
   const std::vector<Case> cases = {{1, 256, 1},    {1, 4096, 1024}, {2, 1024, 67},
                                    {2, 14336, 64}, {1, 512, 1000},  {2, 4096, 4096}};
   for (int bits : {4, 8}) {
@@ -164,17 +166,33 @@ TEST(CudaQuantMma, WarpPrivatePagesChangeNoBits) {
         testing::fill_uniform(x, 111);
         testing::fill_uniform(b, 112);
         OnDevice dx(x), db(b), shared(DType::F32, {c.M, c.N}), own(DType::F32, {c.M, c.N});
+        cuda::set_quant_mma_warp_x(false);
         matmul(dx.t(), Weight::quantized(dw.q), db.t(), shared.t());
         cuda::set_quant_mma_warp_x(true);
         const int64_t before = cuda::quant_mma_count();
+        const int64_t warp_before = cuda::quant_mma_warp_x_count();
         matmul(dx.t(), Weight::quantized(dw.q), db.t(), own.t());
         const int64_t runs = cuda::quant_mma_count() - before;
-        cuda::set_quant_mma_warp_x(false);
+        const int64_t warp_runs = cuda::quant_mma_warp_x_count() - warp_before;
+        cuda::set_quant_mma_warp_x(configured);
         ASSERT_EQ(runs, 1);
+        ASSERT_EQ(warp_runs, 1) << "the warp-private pages did not run";
         ASSERT_TRUE(testing::bitwise_equal(own.to_host().t(), shared.to_host().t()));
       }
     }
   }
+  // Three rows keep the block's pages with the switch on.
+  const QuantFixture f(64, 512, 4, 64, DType::BF16, 113);
+  const DeviceQuant dw(f);
+  Owned x(DType::F32, {3, 512});
+  testing::fill_uniform(x, 114);
+  OnDevice dx(x), y(DType::F32, {3, 64});
+  cuda::set_quant_mma_warp_x(true);
+  const int64_t warp_before = cuda::quant_mma_warp_x_count();
+  matmul(dx.t(), Weight::quantized(dw.q), Tensor(), y.t());
+  const int64_t warp_runs = cuda::quant_mma_warp_x_count() - warp_before;
+  cuda::set_quant_mma_warp_x(configured);
+  EXPECT_EQ(warp_runs, 0);
 }
 
 // q/k/v (three weights) and gate/up (two) over one x in one launch through ops::matmul_many: each

@@ -304,8 +304,9 @@ __global__ void __launch_bounds__(kThreads, 4) quant_mma_kernel(const MmaArgs a)
     const float4* xr[MT];
 #pragma unroll
     for (int t = 0; t < MT; ++t) {
-      const float4* row = stage + (8 * t + g) * kRowUnits;
-      if constexpr (kWarpX) row = g < a.M ? stage + g * kRowUnits : zero_row;
+      const float4* row = !kWarpX   ? stage + (8 * t + g) * kRowUnits
+                          : g < a.M ? stage + g * kRowUnits
+                                    : zero_row;
       xr[t] = row + ci * kChunkUnits + c;
     }
     if constexpr (BITS == 4) {
@@ -441,7 +442,7 @@ std::atomic<bool>& enabled_flag() {
   static std::atomic<bool> on{env_switch_on("RINGLM_CUDA_QUANT_MMA")};
   return on;
 }
-std::atomic<int64_t> g_count{0};
+std::atomic<int64_t> g_count{0}, g_warp_x_count{0};
 
 // Blocks per SM the split rule aims for (4 fit by the launch bounds): 4, or
 // RINGLM_CUDA_QUANT_MMA_BLOCKS_PER_SM (1..8) read at start-up, for same-binary A/B runs.
@@ -505,8 +506,10 @@ void launch(const MmaArgs& args, int blocks, bool scales_aligned, cudaStream_t s
     if (scales_aligned && staged_flag().load(std::memory_order_relaxed))
       return launch_variant<BITS, MT, true>(args, blocks, stream);
   } else {
-    if (args.M <= kWarpXRows && warp_x_flag().load(std::memory_order_relaxed))
+    if (args.M <= kWarpXRows && warp_x_flag().load(std::memory_order_relaxed)) {
+      g_warp_x_count.fetch_add(1, std::memory_order_relaxed);
       return launch_variant<BITS, MT, false, true>(args, blocks, stream);
+    }
   }
   launch_variant<BITS, MT, false>(args, blocks, stream);
 }
@@ -645,6 +648,10 @@ void set_quant_mma_warp_x(bool enabled) {
 
 int64_t quant_mma_count() {
   return g_count.load(std::memory_order_relaxed);
+}
+
+int64_t quant_mma_warp_x_count() {
+  return g_warp_x_count.load(std::memory_order_relaxed);
 }
 
 }  // namespace ringlm::cuda

@@ -59,7 +59,9 @@ void set_quant_mma_staged_scales(bool enabled);
 // same bits either way.
 bool quant_mma_warp_x();
 void set_quant_mma_warp_x(bool enabled);
-// Calls quant_mma() has run in this process (tests check which path a matmul took).
+// Calls quant_mma() has run in this process, and of them those with warp-private x pages (tests
+// check which path a matmul took).
 int64_t quant_mma_count();
+int64_t quant_mma_warp_x_count();
 
 }  // namespace ringlm::cuda
