@@ -31,13 +31,15 @@ work=/tmp/gpu_pending  # gpu-ab's logs: $OUT brings back at most 8 files
 mkdir -p "$work"
 elapsed() { echo "[$(($(date +%s) - start)) s] $*"; }
 mlx4=/tmp/ringlm-bench/llama-3.1-8b-mlx4
-# A random 4-bit (MLX, group 64) 8B checkpoint at $mlx4, written once.
-mlx4_model() {
-  [ -f "$mlx4/config.json" ] && return 0
-  build-cuda/ringlm random-model --preset llama-3.1-8b --out "$mlx4" --dtype bf16 \
-    --quantize 4 --group-size 64 >"$work/mlx4_model.txt" 2>&1
-  elapsed "random-model mlx4: exit $?"
+mlx8=/tmp/ringlm-bench/llama-3.1-8b-mlx8
+# mlx_model DIR BITS: a random BITS-bit (MLX, group 64) 8B checkpoint at DIR, written once.
+mlx_model() {
+  [ -f "$1/config.json" ] && return 0
+  build-cuda/ringlm random-model --preset llama-3.1-8b --out "$1" --dtype bf16 \
+    --quantize "$2" --group-size 64 >"$work/mlx$2_model.txt" 2>&1
+  elapsed "random-model mlx$2: exit $?"
 }
+mlx4_model() { mlx_model "$mlx4" 4; }
 # timed_ab SECONDS NAME: scripts/gpu-ab (its AB_* settings from the environment) into $work/NAME,
 # its report in $OUT/NAME.txt; when the limit stops it, the table of the rows it finished.
 timed_ab() {
@@ -59,35 +61,73 @@ cat build-cuda/PACKED
 stages=" ${STAGES:-tests gemm ab ab2} "
 kv=56000
 nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200 && kv=110000
-[[ $stages == *" tests "* ]] || exit 0
-
-RINGLM_CUDA_STREAM_GEMM=1 timeout "${SG_SECONDS:-75}" build-cuda/ringlm_cuda_tests \
-  --gtest_filter='CudaStreamGemm*:*EightWarp*' >"$out/tests.log" 2>&1
-tests=$?
-elapsed "tests: exit $tests"
-grep -E "^\[  |Failure|Expected|Which is|error" "$out/tests.log" | head -60
-if [ $tests = 124 ]; then
-  tail -3 "$out/tests.log"
-  echo "a test hung: no benchmarks"
-  exit 1
+# Stage ncu (no tests needed): per-SASS-instruction executed counts and stall samples
+# (bench/ncu_sass.sh) of the one-row kernels whose instruction streams bound them — the k8v3
+# decode kernel at 32k × 1 and quant_mma at 512 × 1, both over the random mlx4 8B checkpoint —
+# into $OUT/ncu_NAME.txt with the whole SASS page as ncu_NAME.csv.xz, for reading offline.
+if [[ $stages == *" ncu "* ]]; then
+  mlx4_model
+  ncu_one() {  # NAME KERNEL_REGEX bench args...
+    local name=$1 kernel=$2
+    shift 2
+    timeout 150 bench/ncu_sass.sh "$work/ncu_$name" "$kernel" --model "$mlx4" --gen 4 \
+      --repeat 1 "$@" >"$out/ncu_$name.txt" 2>&1
+    elapsed "ncu $name: exit $?" >>"$out/ncu_$name.txt"
+    xz -6c "$work/ncu_$name/sass.csv" >"$out/ncu_$name.csv.xz" 2>/dev/null
+    head -60 "$out/ncu_$name.txt"
+  }
+  ncu_one k8v3 decode_turbo_k8v3 --kv-memory "$kv" --context 32768 --batch 1 --kv-format turbo
+  # The third quant_mma launch: layer 0's gate/up of the first decode step (512-row prefill
+  # GEMMs are cuBLAS's).
+  RINGLM_NCU_SKIP=2 ncu_one qmma quant_mma_kernel --kv-memory 40000 --context 512 --batch 1
 fi
-stream_gemm=1
-grep -q "FAILED  \] CudaStreamGemm" "$out/tests.log" && stream_gemm=0
 
-# Stage warpx: quant_mma's warp-private x pages at 1-2 rows (twenty-fifth session, off until
-# measured): its tests with the switch on, then A = off, B = on over a random mlx4 8B checkpoint.
+# The tests (stage tests) stop the script on a hang, before any benchmark.
+stream_gemm=1
+if [[ $stages == *" tests "* ]]; then
+  RINGLM_CUDA_STREAM_GEMM=1 timeout "${SG_SECONDS:-75}" build-cuda/ringlm_cuda_tests \
+    --gtest_filter='CudaStreamGemm*:*EightWarp*' >"$out/tests.log" 2>&1
+  tests=$?
+  elapsed "tests: exit $tests"
+  grep -E "^\[  |Failure|Expected|Which is|error" "$out/tests.log" | head -60
+  if [ $tests = 124 ]; then
+    tail -3 "$out/tests.log"
+    echo "a test hung: no benchmarks"
+    exit 1
+  fi
+  grep -q "FAILED  \] CudaStreamGemm" "$out/tests.log" && stream_gemm=0
+fi
+
+# Stage suite: the whole GPU test suite (a failure is reported; the benchmarks still run).
+if [[ $stages == *" suite "* ]]; then
+  timeout "${SUITE_SECONDS:-300}" build-cuda/ringlm_cuda_tests >"$out/suite.log" 2>&1
+  elapsed "GPU suite: exit $?"
+  grep -E "^\[  (FAILED|PASSED|SKIPPED) |tests ran" "$out/suite.log" | head -20
+fi
+
+# Stage warpx: the 1-16-row quant_mma (MLX 4-bit decode GEMM) — its tests with the warp-private
+# pages on, then scripts/gpu-ab over a random mlx4 8B checkpoint at 512 x 1/2/8/16 and 32k x 1
+# (k8v3 and bf16 K/V), and a random mlx8 checkpoint at 512 x 2/8/16. Sides: A =
+# WARPX_PREBUILT_A (another gpu-pack archive; else this tree) with WARPX_ENV_A, B = this tree's
+# defaults, C (when WARPX_ENV_C is set) = this tree with WARPX_ENV_C. The twenty-sixth session
+# measured the warp-private pages and the x copies through L1 here.
 if [[ $stages == *" warpx "* ]]; then
   RINGLM_CUDA_QUANT_MMA_WARP_X=1 timeout 120 build-cuda/ringlm_cuda_tests \
     --gtest_filter='CudaQuantMma*' >"$out/warpx_tests.log" 2>&1
-  elapsed "warpx tests: exit $?"
+  elapsed "quant_mma tests: exit $?"
   grep -E "^\[  (FAILED|PASSED) |Failure" "$out/warpx_tests.log" | head -20
   mlx4_model
-  rows="--model $mlx4 --kv-memory 40000 --context 512 --batch 1,2,4;"
+  rows="--model $mlx4 --kv-memory 40000 --context 512 --batch 1,2,4,8,12,16;"
   rows+="--model $mlx4 --kv-memory $kv --context 32768 --batch 1 --kv-format turbo;"
-  rows+="--model $mlx4 --kv-memory $kv --context 32768 --batch 1"
-  AB_TESTS=0 AB_ROUNDS=${ROUNDS:-2} AB_ENV_A="RINGLM_CUDA_QUANT_MMA_WARP_X=0" \
-    AB_ENV_B="RINGLM_CUDA_QUANT_MMA_WARP_X=1" AB_ROWS="$rows" timed_ab "${LIMIT_WARPX:-150}" warpx
+  rows+="--model $mlx4 --kv-memory $kv --context 32768 --batch 1;"
+  rows+="--model $mlx8 --kv-memory 40000 --context 512 --batch 2,8,16"
+  mlx_model "$mlx8" 8
+  AB_PREBUILT_A=${WARPX_PREBUILT_A:-} AB_TESTS=0 AB_ROUNDS=${ROUNDS:-2} \
+    AB_ENV_A="${WARPX_ENV_A:-RINGLM_CUDA_QUANT_MMA_WARP_X=0}" AB_ENV_B="" \
+    AB_EXTRA_ENV="${WARPX_ENV_C:-}" \
+    AB_ROWS="$rows" timed_ab "${LIMIT_WARPX:-150}" warpx
 fi
+
 
 # Stages ab8 and absg: each feature against the defaults over the rows it changes only (fewer
 # runs than ab's three sides over every row, for a short call).

@@ -145,15 +145,15 @@ TEST(CudaQuantMma, StagedScalesChangeNoBits) {
   }
 }
 
-// Warp-private x pages at 1-2 rows (quant_mma_warp_x()): the same loads into the same arithmetic,
+// Warp-private x pages at one row (quant_mma_warp_x()): the same loads into the same arithmetic,
 // so the block-shared pages' bits — with and without splits of K, every group size, both widths.
 TEST(CudaQuantMma, WarpPrivatePagesChangeNoBits) {
   RINGLM_REQUIRE_GPU();
   // The configured setting (RINGLM_CUDA_QUANT_MMA_WARP_X may run the suite with it on) comes back
   // at the end; the block's pages are the reference.
   const bool configured = cuda::quant_mma_warp_x();
-  const std::vector<Case> cases = {{1, 256, 1},    {1, 4096, 1024}, {2, 1024, 67},
-                                   {2, 14336, 64}, {1, 512, 1000},  {2, 4096, 4096}};
+  const std::vector<Case> cases = {{1, 256, 1},    {1, 4096, 1024}, {1, 1024, 67},
+                                   {1, 14336, 64}, {1, 512, 1000},  {1, 4096, 4096}};
   for (int bits : {4, 8}) {
     for (int group : kGroups) {
       for (const Case& c : cases) {
@@ -181,12 +181,12 @@ TEST(CudaQuantMma, WarpPrivatePagesChangeNoBits) {
       }
     }
   }
-  // Three rows keep the block's pages with the switch on.
+  // Two rows keep the block's pages with the switch on.
   const QuantFixture f(64, 512, 4, 64, DType::BF16, 113);
   const DeviceQuant dw(f);
-  Owned x(DType::F32, {3, 512});
+  Owned x(DType::F32, {2, 512});
   testing::fill_uniform(x, 114);
-  OnDevice dx(x), y(DType::F32, {3, 64});
+  OnDevice dx(x), y(DType::F32, {2, 64});
   cuda::set_quant_mma_warp_x(true);
   const int64_t warp_before = cuda::quant_mma_warp_x_count();
   matmul(dx.t(), Weight::quantized(dw.q), Tensor(), y.t());

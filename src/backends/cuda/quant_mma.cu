@@ -57,9 +57,7 @@ constexpr int kTileCols = 16 * kWarps;  // w rows (y columns) per block: one mma
 constexpr int kPageK = 256;             // k per x page
 constexpr int kPageUnits = kPageK / 4;  // 16-byte f32 units per x row of a page
 constexpr int kXStages = 3;             // x pages in flight (shared memory)
-// Warp-private x pages (kWarpX) hold this many rows: steps of 1-2 rows.
-constexpr int kWarpXRows = 2;
-constexpr int kDepth = 4;  // chunks of codes in flight per thread
+constexpr int kDepth = 4;               // chunks of codes in flight per thread
 // Staged scales: a page's scales and biases of the block's rows in shared memory, up to 8 groups
 // (group size 32) per row and page.
 constexpr int kPageGroupsMax = kPageK / 32;
@@ -111,8 +109,12 @@ __device__ __forceinline__ MmaTarget target_of(const MmaArgs& a, int block) {
 // lanes of a quarter-warp (c = 0..3, rows g of both parities: the row stride is 4 mod 8 units)
 // hit 8 distinct 16-byte bank groups.
 constexpr int kRowUnits = kPageUnits + 4;
-// A warp's private pages (kWarpX) and a row of zeros (what lanes of rows past M read).
-constexpr int kWarpXUnits = kXStages * kWarpXRows * kRowUnits + kRowUnits;
+// A warp's private pages (kWarpX, one row): stages of 72 units (0 mod 8), then 4 units of
+// padding and a row of zeros (what lanes g > 0 read) — 4 mod 8 units off every stage's row, so
+// the two rows one quarter-warp reads hit distinct bank groups.
+constexpr int kWarpXStageUnits = 72;
+constexpr int kWarpXZeroRow = kXStages * kWarpXStageUnits + 4;
+constexpr int kWarpXUnits = kWarpXZeroRow + kRowUnits + 4;  // 0 mod 8: every warp's the same
 template <int BITS>
 __device__ __forceinline__ int stored_unit(int u) {  // u: the unit's index in its page row
   constexpr int kChunkUnits = Chunking<BITS>::kChunkK / 4, kLaneUnits = kChunkUnits / 4;
@@ -189,29 +191,37 @@ __device__ __forceinline__ void cp_async4(void* smem, const void* gmem) {
   asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(dst), "l"(gmem) : "memory");
 }
 
+// 16 bytes global -> shared through L1 (cp.async.ca).
+__device__ __forceinline__ void cp_async16_ca(void* smem, const void* gmem) {
+  const auto dst = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(gmem) : "memory");
+}
+
 // kStaged: scales and biases come with each x page through shared memory (one 4-byte copy per
 // two groups of a row) instead of four 2-byte global loads per lane and chunk (Nsight: 39 % of
 // the sectors the kernel requested were these loads' excess).
-// kWarpX (1-2 rows): each warp copies and reads its own x pages, so a page costs a __syncwarp
-// instead of a block barrier (Nsight, mlx4 gate/up at one row: 13 % of the warps' cycles stalled
-// at the page barrier); lanes of rows past M read a row of zeros. The same loads into the same
-// arithmetic: the same bits.
+// kWarpX (one row): each warp copies its own x pages, so a page costs a __syncwarp instead of a
+// block barrier (Nsight, mlx4 gate/up at one row: 13 % of the warps' cycles stalled at the page
+// barrier); lanes g > 0 read a row of zeros. The copies go through L1, where the block's four
+// warps share them: through L2 alone, four times the requests on the same few lines of x
+// (every block reads them) made whole steps 0.58x (H100, docs/benchmarks.md). The same loads into
+// the same arithmetic: the same bits.
 template <int BITS, int MT, bool kStaged, bool kWarpX>
 __global__ void __launch_bounds__(kThreads, 4) quant_mma_kernel(const MmaArgs a) {
-  static_assert(!kWarpX || (MT == 1 && !kStaged), "warp-private x pages: 1-2 rows, no staging");
+  static_assert(!kWarpX || (MT == 1 && !kStaged), "warp-private x pages: one row, no staging");
   using C = Chunking<BITS>;
   constexpr int kRows = 8 * MT;  // x rows a stage holds (M rounded up to the mma's 8)
-  constexpr int kStageUnits = (kWarpX ? kWarpXRows : kRows) * kRowUnits;
+  constexpr int kStageUnits = kWarpX ? kWarpXStageUnits : kRows * kRowUnits;
   constexpr int kChunkUnits = C::kChunkK / 4;
   // [kXStages][kRows][kRowUnits], then the staged scales
   // ([kXStages][scale, bias][kTileCols][kPageGroupsMax] bf16 bits, kStaged); kWarpX: per warp
-  // [kXStages][kWarpXRows][kRowUnits] and a zero row.
+  // [kXStages][kWarpXStageUnits], padding and a zero row.
   extern __shared__ __align__(16) float4 xs[];
   auto* staged = reinterpret_cast<uint16_t*>(xs + kXStages * kStageUnits);
   __shared__ bool last_block;
   const int warp = static_cast<int>(threadIdx.x) >> 5, lane = static_cast<int>(threadIdx.x) & 31;
   float4* const x_pages = kWarpX ? xs + warp * kWarpXUnits : xs;
-  const float4* const zero_row = x_pages + kXStages * kStageUnits;  // kWarpX
+  const float4* const zero_row = x_pages + kWarpXZeroRow;  // kWarpX
   const int g = lane >> 2, c = lane & 3;
   const int block = static_cast<int>(blockIdx.x);
   const MmaTarget T = target_of(a, block);
@@ -248,7 +258,7 @@ __global__ void __launch_bounds__(kThreads, 4) quant_mma_kernel(const MmaArgs a)
   // x rows past M read as zeros in every stage (load_x writes real rows only).
   if constexpr (kWarpX) {
     for (int v = lane; v < kRowUnits; v += 32)
-      x_pages[kXStages * kStageUnits + v] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+      x_pages[kWarpXZeroRow + v] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
   } else {
     for (int v = static_cast<int>(threadIdx.x); v < kXStages * kStageUnits; v += kThreads) {
       if ((v / kRowUnits) % kRows >= a.M) xs[v] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
@@ -257,15 +267,40 @@ __global__ void __launch_bounds__(kThreads, 4) quant_mma_kernel(const MmaArgs a)
   device::wait_prior_grid();
   device::launch_dependents();
 
+  // This thread's share of a page's x copies, fixed for the kernel: unit copy_unit (and + 32 for a
+  // warp's copies) of rows copy_row, copy_row + kCopyRowStep, ... — the index arithmetic once here
+  // instead of per page and unit (not with kStaged: the kernel is at its register limit there, and
+  // the precomputed offsets spill: 0.99x at 16 rows).
+  constexpr int kCopiers = kWarpX ? 32 : kThreads;
+  constexpr int kCopyUnits = kCopiers >= kPageUnits ? 1 : kPageUnits / kCopiers;  // per row
+  constexpr int kCopyRowStep = kCopiers >= kPageUnits ? kCopiers / kPageUnits : 1;
+  const int copier = kWarpX ? lane : static_cast<int>(threadIdx.x);
+  const int copy_row = copier / kPageUnits, copy_unit = copier % kPageUnits;
+  const float* const copy_src = a.x + copy_row * a.ldx + 4 * copy_unit;  // + the page's k0
+  const int copy_dst = copy_row * kRowUnits + stored_unit<BITS>(copy_unit);
   const auto load_x = [&](int page) {  // page into stage page % kXStages; real rows only
     if (page < pages) {
       const int64_t k0 = int64_t{first_page + page} * kPageK;
       float4* stage = x_pages + (page % kXStages) * kStageUnits;
-      const int copier = kWarpX ? lane : static_cast<int>(threadIdx.x);
-      for (int v = copier; v < a.M * kPageUnits; v += kWarpX ? 32 : kThreads) {
-        const int r = v / kPageUnits, u = v % kPageUnits;
-        device::cp_async16(stage + r * kRowUnits + stored_unit<BITS>(u),
-                           a.x + r * a.ldx + k0 + 4 * u, true);
+      if constexpr (kStaged) {
+        for (int v = static_cast<int>(threadIdx.x); v < a.M * kPageUnits; v += kThreads) {
+          const int r = v / kPageUnits, u = v % kPageUnits;
+          cp_async16_ca(stage + r * kRowUnits + stored_unit<BITS>(u), a.x + r * a.ldx + k0 + 4 * u);
+        }
+      } else {
+        const float* src = copy_src + k0;
+        float4* dst = stage + copy_dst;
+        for (int r = copy_row; r < a.M; r += kCopyRowStep) {
+#pragma unroll
+          for (int i = 0; i < kCopyUnits; ++i) {
+            const int at =
+                i == 0 ? 0
+                       : stored_unit<BITS>(copy_unit + i * kCopiers) - stored_unit<BITS>(copy_unit);
+            cp_async16_ca(dst + at, src + 4 * i * kCopiers);
+          }
+          src += kCopyRowStep * a.ldx;
+          dst += kCopyRowStep * kRowUnits;
+        }
       }
       if constexpr (kStaged) {
         // Row r's groups of the page: words of two groups each (groups per row are even).
@@ -304,9 +339,7 @@ __global__ void __launch_bounds__(kThreads, 4) quant_mma_kernel(const MmaArgs a)
     const float4* xr[MT];
 #pragma unroll
     for (int t = 0; t < MT; ++t) {
-      const float4* row = !kWarpX   ? stage + (8 * t + g) * kRowUnits
-                          : g < a.M ? stage + g * kRowUnits
-                                    : zero_row;
+      const float4* row = !kWarpX ? stage + (8 * t + g) * kRowUnits : g == 0 ? stage : zero_row;
       xr[t] = row + ci * kChunkUnits + c;
     }
     if constexpr (BITS == 4) {
@@ -475,7 +508,7 @@ std::atomic<bool>& staged_flag() {
 }
 
 std::atomic<bool>& warp_x_flag() {
-  static std::atomic<bool> on{env_switch_on("RINGLM_CUDA_QUANT_MMA_WARP_X", false)};
+  static std::atomic<bool> on{env_switch_on("RINGLM_CUDA_QUANT_MMA_WARP_X")};
   return on;
 }
 
@@ -506,7 +539,7 @@ void launch(const MmaArgs& args, int blocks, bool scales_aligned, cudaStream_t s
     if (scales_aligned && staged_flag().load(std::memory_order_relaxed))
       return launch_variant<BITS, MT, true>(args, blocks, stream);
   } else {
-    if (args.M <= kWarpXRows && warp_x_flag().load(std::memory_order_relaxed)) {
+    if (args.M == 1 && warp_x_flag().load(std::memory_order_relaxed)) {
       g_warp_x_count.fetch_add(1, std::memory_order_relaxed);
       return launch_variant<BITS, MT, false, true>(args, blocks, stream);
     }
