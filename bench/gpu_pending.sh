@@ -110,7 +110,8 @@ fi
 # (k8v3 and bf16 K/V), and a random mlx8 checkpoint at 512 x 2/8/16. Sides: A =
 # WARPX_PREBUILT_A (another gpu-pack archive; else this tree) with WARPX_ENV_A, B = this tree's
 # defaults, C (when WARPX_ENV_C is set) = this tree with WARPX_ENV_C. The twenty-sixth session
-# measured the warp-private pages and the x copies through L1 here.
+# measured the warp-private pages and the x copies through L1 here. WARPX_ROWS replaces the rows
+# (MLX4 and MLX8 in it stand for the checkpoints' folders).
 if [[ $stages == *" warpx "* ]]; then
   RINGLM_CUDA_QUANT_MMA_WARP_X=1 timeout 120 build-cuda/ringlm_cuda_tests \
     --gtest_filter='CudaQuantMma*' >"$out/warpx_tests.log" 2>&1
@@ -121,7 +122,8 @@ if [[ $stages == *" warpx "* ]]; then
   rows+="--model $mlx4 --kv-memory $kv --context 32768 --batch 1 --kv-format turbo;"
   rows+="--model $mlx4 --kv-memory $kv --context 32768 --batch 1;"
   rows+="--model $mlx8 --kv-memory 40000 --context 512 --batch 2,8,16"
-  mlx_model "$mlx8" 8
+  [ -n "${WARPX_ROWS:-}" ] && rows=${WARPX_ROWS//MLX4/$mlx4} && rows=${rows//MLX8/$mlx8}
+  [[ $rows == *"$mlx8"* ]] && mlx_model "$mlx8" 8
   AB_PREBUILT_A=${WARPX_PREBUILT_A:-} AB_TESTS=0 AB_ROUNDS=${ROUNDS:-2} \
     AB_ENV_A="${WARPX_ENV_A:-RINGLM_CUDA_QUANT_MMA_WARP_X=0}" AB_ENV_B="" \
     AB_EXTRA_ENV="${WARPX_ENV_C:-}" \

@@ -191,7 +191,10 @@ __device__ __forceinline__ void cp_async4(void* smem, const void* gmem) {
   asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(dst), "l"(gmem) : "memory");
 }
 
-// 16 bytes global -> shared through L1 (cp.async.ca).
+// 16 bytes global -> shared through L1 (cp.async.ca). Every x copy takes it: all blocks of a
+// launch read the same x, and through L2 alone (cp.async.cg) those few lines were the bottleneck
+// — through L1, where a block's warps and the SM's blocks share them, steps ran 1.1-1.47x at 2-16
+// rows (H100, mlx4/mlx8 8B; docs/benchmarks.md, twenty-sixth session).
 __device__ __forceinline__ void cp_async16_ca(void* smem, const void* gmem) {
   const auto dst = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
   asm volatile("cp.async.ca.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(gmem) : "memory");
