@@ -15,14 +15,19 @@
 #      32k × 1/8), one round, at most LIMIT seconds;
 #   4. unless SECOND_BEFORE seconds have passed: eight warps with one part at short context
 #      (RINGLM_CUDA_DECODE_MIN_SPLIT=512 / 1024) against the defaults at 512 and 4k × 1/8.
-# STAGES (default "tests gemm ab ab2") picks the parts; the tests always run first (a hang must
-# stop the benchmarks). Stage warpx (after the tests): quant_mma's warp-private x pages, A/B on
-# a random mlx4 8B checkpoint — `STAGES="tests warpx"` is the next call to make. Stages ab8 and
-# absg (after the tests) are ab in two shorter parts: eight warps over the 1-16-row rows,
-# stream_gemm over 512 × 64/128/256. Stage `mlx4` (after ab,
-# before ab2; "tests gemm ab mlx4" fits one 600 s call without ab2) writes a random 4-bit (MLX,
-# group 64) 8B checkpoint and runs issue 8's point where the weights no longer hide the K/V:
-# 32k × 1/16 with k8v3 and bf16 K/V (× 1/8 on an H100), A = four warps, B = eight.
+# STAGES (default "tests gemm ab ab2") picks the parts; the tests, when picked, run before the
+# benchmarks (a hang must stop them). Stages ab8 and absg (after the tests) are ab in two shorter
+# parts: eight warps over the 1-16-row rows, stream_gemm over 512 × 64/128/256. Stage `mlx4`
+# (after ab, before ab2; "tests gemm ab mlx4" fits one 600 s call without ab2) writes a random
+# 4-bit (MLX, group 64) 8B checkpoint and runs issue 8's point where the weights no longer hide
+# the K/V: 32k × 1/16 with k8v3 and bf16 K/V (× 1/8 on an H100), A = four warps, B = eight.
+# Stages that need no tests (twenty-sixth session): `ncu` (per-SASS-instruction profiles of the
+# one-row k8v3 decode kernel and quant_mma, first), `suite` (the whole GPU suite) and `warpx`
+# (quant_mma's A/B over mlx4/mlx8 checkpoints: WARPX_* settings below), e.g.
+# `STAGES="suite warpx" bench/gpu_pending.sh`. A second archive for side A
+# (WARPX_PREBUILT_A) fits the 64 MiB carry only with just ./ringlm and ./PACKED in it and
+# tests/fixtures out of the index (`git rm -r -q --cached tests/fixtures models`, both in
+# .git/info/exclude; `git reset -q -- tests/fixtures models` after the call).
 # No `| tail` after it in the device command: a command stopped at its limit loses its pipe.
 cd "$(dirname "$0")/.." || exit 1
 start=$(date +%s)
