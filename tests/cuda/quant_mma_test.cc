@@ -1,5 +1,5 @@
 // The tensor-core decode GEMM for MLX-quantized weights (backends/cuda/quant_mma.h) for 1..16
-// rows, 4- and 8-bit codes, bf16 scales. Oracles: the CPU's quantized matmul within the kernel's
+// rows (17..64 as row groups, a switch), 4- and 8-bit codes, bf16 scales. Oracles: the CPU's quantized matmul within the kernel's
 // stated bound (quant_checks.h) on random codes, scales, biases and x; bit for bit on small
 // integers (every dequantized weight, product and partial sum exact, so any k order, split or tile
 // must give the CPU's bits); batch invariance bit for bit (a row alone or among 16, with and
@@ -7,6 +7,7 @@
 // shapes it declines take the other paths (quant_mma_count() tells which path ran).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <deque>
 #include <initializer_list>
@@ -254,6 +255,64 @@ TEST(CudaQuantMma, JoinedTargetsEqualSeparateCallsBitwise) {
   EXPECT_TRUE(testing::bitwise_equal(y4.to_host().t(), a4.to_host().t()));
 }
 
+// Sets a quant_mma switch for a scope and gives the configured value back (the suite may run
+// with a switch set in the environment), also when an assertion returns early.
+class SwitchFor {
+ public:
+  SwitchFor(bool (*get)(), void (*set)(bool), bool value) : set_(set), configured_(get()) {
+    set_(value);
+  }
+  ~SwitchFor() { set_(configured_); }
+  SwitchFor(const SwitchFor&) = delete;
+  SwitchFor& operator=(const SwitchFor&) = delete;
+
+ private:
+  void (*set_)(bool);
+  bool configured_;
+};
+
+// Row groups (17-64 rows, quant_mma_row_groups()): each group of 16 rows runs a 16-row call's
+// blocks, so the rows are the bits of their own group's call (the last group shorter) — with and
+// without splits of K, with staged and per-lane scales, both widths — and match the CPU.
+TEST(CudaQuantMma, RowGroupsAreTheBitsOfSixteenRowCalls) {
+  RINGLM_REQUIRE_GPU();
+  const SwitchFor groups(cuda::quant_mma_row_groups, cuda::set_quant_mma_row_groups, true);
+  for (int bits : {4, 8}) {
+    for (const Case& c : {Case{17, 4096, 1024}, Case{40, 512, 1000}, Case{64, 14336, 64}}) {
+      SCOPED_TRACE(::testing::Message()
+                   << "bits=" << bits << " M=" << c.M << " K=" << c.K << " N=" << c.N);
+      const QuantFixture f(c.N, c.K, bits, 64, DType::BF16, static_cast<uint32_t>(c.M + bits));
+      const DeviceQuant dw(f);
+      const Weight w = Weight::quantized(dw.q);
+      Owned x(DType::F32, {c.M, c.K});
+      testing::fill_uniform(x, 121, -2.0f, 2.0f);
+      OnDevice dx(x);
+      for (bool staged : {true, false}) {
+        SCOPED_TRACE(staged ? "staged scales" : "per-lane scales");
+        const SwitchFor staging(cuda::quant_mma_staged_scales, cuda::set_quant_mma_staged_scales,
+                                staged);
+        OnDevice all(DType::F32, {c.M, c.N});
+        const int64_t before = cuda::quant_mma_count();
+        matmul(dx.t(), w, Tensor(), all.t());
+        ASSERT_EQ(cuda::quant_mma_count(), before + 1) << "the row groups did not run";
+        const Owned got = all.to_host();
+        for (int64_t m0 = 0; m0 < c.M; m0 += 16) {
+          const int64_t rows = std::min<int64_t>(16, c.M - m0);
+          OnDevice y(DType::F32, {rows, c.N});
+          matmul(dx.t().slice_rows(m0, m0 + rows), w, Tensor(), y.t());
+          ASSERT_EQ(std::memcmp(y.to_host().t().data, got.t().ptr<float>() + m0 * c.N,
+                                rows * c.N * sizeof(float)),
+                    0)
+              << "rows " << m0 << ".." << m0 + rows;
+        }
+      }
+      QuantPath path = QuantPath::Gemv;
+      testing::expect_matches_cpu(f, c.M, true, static_cast<uint32_t>(c.N), &path);
+      ASSERT_EQ(path, QuantPath::Mma);
+    }
+  }
+}
+
 // x and y as row views inside wider buffers (x rows 4 floats apart beyond K: the kernel's 16-byte
 // copies; 5: declined, the GEMV or tiles run); y's padding stays untouched. Small integers: exact.
 TEST(CudaQuantMma, StridedRows) {
@@ -278,8 +337,9 @@ TEST(CudaQuantMma, StridedRows) {
   }
 }
 
-// What the kernel declines (other widths, non-bf16 scales, more than 16 rows, K not a multiple of
-// 256, the kernel switched off) runs the other paths and still matches the CPU.
+// What the kernel declines (other widths, non-bf16 scales, more than 16 rows — 64 with row groups
+// — K not a multiple of 256, the kernel switched off) runs the other paths and still matches the
+// CPU.
 TEST(CudaQuantMma, DeclinedShapesTakeTheOtherPaths) {
   RINGLM_REQUIRE_GPU();
   struct Declined {
@@ -288,7 +348,8 @@ TEST(CudaQuantMma, DeclinedShapesTakeTheOtherPaths) {
     int64_t M, K;
   };
   for (const Declined& d : {Declined{3, DType::BF16, 4, 512}, Declined{4, DType::F16, 4, 512},
-                            Declined{8, DType::F32, 4, 512}, Declined{4, DType::BF16, 17, 512},
+                            Declined{8, DType::F32, 4, 512},
+                            Declined{4, DType::BF16, cuda::quant_mma_row_groups() ? 65 : 17, 512},
                             Declined{8, DType::BF16, 4, 384}}) {
     SCOPED_TRACE(::testing::Message() << "bits=" << d.bits << " " << testing::dtype_label(d.scales)
                                       << " M=" << d.M << " K=" << d.K);

@@ -89,11 +89,18 @@ constexpr int kMaxTargets = 3;
 struct MmaArgs {
   MmaTarget t0, t1, t2;  // in grid order; named, not an array: selects, no local copies
   const float* x;        // F32[M, ldx]
-  unsigned* tickets;     // [column tiles of all targets], zero between launches
+  unsigned* tickets;     // [row_groups][column tiles of all targets], zero between launches
   int64_t ldx, row_words;
   int groups, group_shift;  // group = k >> group_shift
   int M, K;
+  int row_groups;         // groups of kGroupRows rows (1 up to kQuantMmaMaxRows rows)
+  int tickets_per_group;  // column tiles of all targets
 };
+
+// Rows a block multiplies: calls of more rows (quant_mma_row_groups()) give each group of
+// kGroupRows rows its own blocks, adjacent in the grid to the same tile's other groups so that
+// their codes come from L2 after the first group's read.
+constexpr int kGroupRows = static_cast<int>(kQuantMmaMaxRows);
 
 // The target that owns grid block `block`.
 __device__ __forceinline__ MmaTarget target_of(const MmaArgs& a, int block) {
@@ -209,9 +216,12 @@ __device__ __forceinline__ void cp_async16_ca(void* smem, const void* gmem) {
 // warps share them: through L2 alone, four times the requests on the same few lines of x
 // (every block reads them) made whole steps 0.58x (H100, docs/benchmarks.md). The same loads into
 // the same arithmetic: the same bits.
-template <int BITS, int MT, bool kStaged, bool kWarpX>
+// kRowGroups (17-64 rows): the block's rows are its group's (a separate instantiation: the
+// group arithmetic costs the 1-16-row kernels registers).
+template <int BITS, int MT, bool kStaged, bool kWarpX, bool kRowGroups>
 __global__ void __launch_bounds__(kThreads, 4) quant_mma_kernel(const MmaArgs a) {
   static_assert(!kWarpX || (MT == 1 && !kStaged), "warp-private x pages: one row, no staging");
+  static_assert(!kRowGroups || MT == 2, "row groups: 16 rows a block");
   using C = Chunking<BITS>;
   constexpr int kRows = 8 * MT;  // x rows a stage holds (M rounded up to the mma's 8)
   constexpr int kStageUnits = kWarpX ? kWarpXStageUnits : kRows * kRowUnits;
@@ -226,7 +236,13 @@ __global__ void __launch_bounds__(kThreads, 4) quant_mma_kernel(const MmaArgs a)
   float4* const x_pages = kWarpX ? xs + warp * kWarpXUnits : xs;
   const float4* const zero_row = x_pages + kWarpXZeroRow;  // kWarpX
   const int g = lane >> 2, c = lane & 3;
-  const int block = static_cast<int>(blockIdx.x);
+  const int row_groups = kRowGroups ? a.row_groups : 1;
+  const int block = static_cast<int>(blockIdx.x) / row_groups;
+  const int m0 = kGroupRows * (static_cast<int>(blockIdx.x) % row_groups);  // the group's row 0
+  const int group_rows = kRowGroups ? min(a.M - m0, kGroupRows) : 0;
+  // The block's rows x[m0 .. m0 + rows()) (a.M read where used without groups: the same code as
+  // before them).
+  const auto rows = [&] { return kRowGroups ? group_rows : a.M; };
   const MmaTarget T = target_of(a, block);
   const int tile = (block - T.block_begin) % T.tiles, split = (block - T.block_begin) / T.tiles;
   const int first_page = split * T.pages_per_split;
@@ -264,7 +280,7 @@ __global__ void __launch_bounds__(kThreads, 4) quant_mma_kernel(const MmaArgs a)
       x_pages[kWarpXZeroRow + v] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
   } else {
     for (int v = static_cast<int>(threadIdx.x); v < kXStages * kStageUnits; v += kThreads) {
-      if ((v / kRowUnits) % kRows >= a.M) xs[v] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+      if ((v / kRowUnits) % kRows >= rows()) xs[v] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     }
   }
   device::wait_prior_grid();
@@ -279,21 +295,22 @@ __global__ void __launch_bounds__(kThreads, 4) quant_mma_kernel(const MmaArgs a)
   constexpr int kCopyRowStep = kCopiers >= kPageUnits ? kCopiers / kPageUnits : 1;
   const int copier = kWarpX ? lane : static_cast<int>(threadIdx.x);
   const int copy_row = copier / kPageUnits, copy_unit = copier % kPageUnits;
-  const float* const copy_src = a.x + copy_row * a.ldx + 4 * copy_unit;  // + the page's k0
+  const float* const copy_src = a.x + (m0 + copy_row) * a.ldx + 4 * copy_unit;  // + page's k0
   const int copy_dst = copy_row * kRowUnits + stored_unit<BITS>(copy_unit);
   const auto load_x = [&](int page) {  // page into stage page % kXStages; real rows only
     if (page < pages) {
       const int64_t k0 = int64_t{first_page + page} * kPageK;
       float4* stage = x_pages + (page % kXStages) * kStageUnits;
       if constexpr (kStaged) {
-        for (int v = static_cast<int>(threadIdx.x); v < a.M * kPageUnits; v += kThreads) {
+        for (int v = static_cast<int>(threadIdx.x); v < rows() * kPageUnits; v += kThreads) {
           const int r = v / kPageUnits, u = v % kPageUnits;
-          cp_async16_ca(stage + r * kRowUnits + stored_unit<BITS>(u), a.x + r * a.ldx + k0 + 4 * u);
+          cp_async16_ca(stage + r * kRowUnits + stored_unit<BITS>(u),
+                        a.x + (m0 + r) * a.ldx + k0 + 4 * u);
         }
       } else {
         const float* src = copy_src + k0;
         float4* dst = stage + copy_dst;
-        for (int r = copy_row; r < a.M; r += kCopyRowStep) {
+        for (int r = copy_row; r < rows(); r += kCopyRowStep) {
 #pragma unroll
           for (int i = 0; i < kCopyUnits; ++i) {
             const int at =
@@ -414,14 +431,14 @@ __global__ void __launch_bounds__(kThreads, 4) quant_mma_kernel(const MmaArgs a)
   }
   device::cp_async_wait<0>();
 
-  // acc[t][e]: w row row0 + g (+ 8 for e >= 2), x row 8t + 2c (+ 1 for odd e).
+  // acc[t][e]: w row row0 + g (+ 8 for e >= 2), x row m0 + 8t + 2c (+ 1 for odd e).
   const auto for_each_output = [&](auto&& f) {
 #pragma unroll
     for (int t = 0; t < MT; ++t) {
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int n = row0 + g + 8 * (e >> 1), m = 8 * t + 2 * c + (e & 1);
-        if (n < T.N && m < a.M) f(acc[t][e], int64_t{m}, int64_t{n});
+        if (n < T.N && m < rows()) f(acc[t][e], int64_t{m0 + m}, int64_t{n});
       }
     }
   };
@@ -437,7 +454,7 @@ __global__ void __launch_bounds__(kThreads, 4) quant_mma_kernel(const MmaArgs a)
   for_each_output([&](float v, int64_t m, int64_t n) { mine[m * T.N + n] = v; });
   __threadfence();  // the partials are visible before the ticket says so
   __syncthreads();
-  unsigned* ticket = a.tickets + T.ticket_begin + tile;
+  unsigned* ticket = a.tickets + (m0 / kGroupRows) * a.tickets_per_group + T.ticket_begin + tile;
   if (threadIdx.x == 0) last_block = atomicAdd(ticket, 1u) == static_cast<unsigned>(T.splits - 1);
   __syncthreads();
   if (!last_block) return;
@@ -456,7 +473,8 @@ __global__ void __launch_bounds__(kThreads, 4) quant_mma_kernel(const MmaArgs a)
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
           const int n = row0 + g + 8 * (e >> 1), m = 8 * t + 2 * c + (e & 1);
-          part[q][t][e] = n < T.N && m < a.M ? __ldcg(plane_q + int64_t{m} * T.N + n) : 0.0f;
+          part[q][t][e] =
+              n < T.N && m < rows() ? __ldcg(plane_q + int64_t{m0 + m} * T.N + n) : 0.0f;
         }
       }
     }
@@ -510,26 +528,30 @@ std::atomic<bool>& staged_flag() {
   return on;
 }
 
+std::atomic<bool>& row_groups_flag() {
+  static std::atomic<bool> on{env_switch_on("RINGLM_CUDA_QUANT_MMA_ROW_GROUPS", false)};
+  return on;
+}
+
 std::atomic<bool>& warp_x_flag() {
   static std::atomic<bool> on{env_switch_on("RINGLM_CUDA_QUANT_MMA_WARP_X")};
   return on;
 }
 
-template <int BITS, int MT, bool kStaged, bool kWarpX = false>
+template <int BITS, int MT, bool kStaged, bool kWarpX = false, bool kRowGroups = false>
 void launch_variant(const MmaArgs& args, int blocks, cudaStream_t stream) {
+  constexpr auto kKernel = quant_mma_kernel<BITS, MT, kStaged, kWarpX, kRowGroups>;
   constexpr size_t kSmem = kWarpX
                                ? sizeof(float4) * kWarps * kWarpXUnits
                                : sizeof(float4) * kXStages * 8 * MT * kRowUnits +
                                      (kStaged ? sizeof(uint32_t) * kXStages * kScaleStageWords : 0);
   static const bool sized = [] {
-    RINGLM_CUDA_CHECK(cudaFuncSetAttribute(quant_mma_kernel<BITS, MT, kStaged, kWarpX>,
-                                           cudaFuncAttributeMaxDynamicSharedMemorySize,
+    RINGLM_CUDA_CHECK(cudaFuncSetAttribute(kKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                            static_cast<int>(kSmem)));
     return true;
   }();
   (void)sized;
-  launch_pdl(quant_mma_kernel<BITS, MT, kStaged, kWarpX>, dim3(static_cast<unsigned>(blocks)),
-             dim3(kThreads), kSmem, stream, args);
+  launch_pdl(kKernel, dim3(static_cast<unsigned>(blocks)), dim3(kThreads), kSmem, stream, args);
 }
 
 // Scales and biases through shared memory at 9-16 rows (MT = 2), when every target's are 4-byte
@@ -539,8 +561,12 @@ void launch_variant(const MmaArgs& args, int blocks, cudaStream_t stream) {
 template <int BITS, int MT>
 void launch(const MmaArgs& args, int blocks, bool scales_aligned, cudaStream_t stream) {
   if constexpr (MT == 2) {
-    if (scales_aligned && staged_flag().load(std::memory_order_relaxed))
-      return launch_variant<BITS, MT, true>(args, blocks, stream);
+    const bool staged = scales_aligned && staged_flag().load(std::memory_order_relaxed);
+    if (args.row_groups > 1) {
+      return staged ? launch_variant<BITS, MT, true, false, true>(args, blocks, stream)
+                    : launch_variant<BITS, MT, false, false, true>(args, blocks, stream);
+    }
+    if (staged) return launch_variant<BITS, MT, true>(args, blocks, stream);
   } else {
     if (args.M == 1 && warp_x_flag().load(std::memory_order_relaxed)) {
       g_warp_x_count.fetch_add(1, std::memory_order_relaxed);
@@ -562,7 +588,10 @@ bool quant_mma_applies(const QuantMma& g) {
   if (!enabled_flag().load(std::memory_order_relaxed)) return false;
   if (q.bits != 4 && q.bits != 8) return false;
   if (q.scales.dtype != DType::BF16 || q.biases.dtype != DType::BF16) return false;
-  if (M < 1 || M > kQuantMmaMaxRows || N == 0 || N > INT32_MAX / 2) return false;
+  const int64_t max_rows = row_groups_flag().load(std::memory_order_relaxed)
+                               ? kQuantMmaMaxGroupedRows
+                               : kQuantMmaMaxRows;
+  if (M < 1 || M > max_rows || N == 0 || N > INT32_MAX / 2) return false;
   if (K <= 0 || K % kPageK != 0 || K > INT32_MAX / 2) return false;
   const int64_t ldx = leading_dim(*g.x);
   return aligned16(q.codes.data) && aligned16(g.x->data) && ldx % 4 == 0;
@@ -599,6 +628,7 @@ void quant_mma_many(std::span<const QuantMma> targets) {
   args.group_shift = shift;
   args.M = static_cast<int>(M);
   args.K = static_cast<int>(K);
+  args.row_groups = static_cast<int>((M + kGroupRows - 1) / kGroupRows);
   MmaTarget* slots[kMaxTargets] = {&args.t0, &args.t1, &args.t2};
   size_t partial_offsets[kMaxTargets] = {};
   size_t partial_floats = 0;
@@ -637,9 +667,12 @@ void quant_mma_many(std::span<const QuantMma> targets) {
     auto* partials =
         static_cast<float*>(ctx.scratch(Scratch::QuantPartials, partial_floats * sizeof(float)));
     for (size_t i = 0; i < targets.size(); ++i) slots[i]->partials = partials + partial_offsets[i];
+    args.tickets_per_group = tickets;
     args.tickets = static_cast<unsigned*>(ctx.scratch(
-        Scratch::QuantTickets, static_cast<size_t>(tickets) * sizeof(unsigned), /*zeroed=*/true));
+        Scratch::QuantTickets, static_cast<size_t>(tickets) * args.row_groups * sizeof(unsigned),
+        /*zeroed=*/true));
   }
+  blocks *= args.row_groups;   // each group of rows: every target's blocks again
   bool scales_aligned = true;  // the staged copies move 4 bytes (two groups) at a time
   for (const QuantMma& g : targets) {
     scales_aligned = scales_aligned && reinterpret_cast<uintptr_t>(g.w->scales.data) % 4 == 0 &&
@@ -672,6 +705,14 @@ bool quant_mma_staged_scales() {
 
 void set_quant_mma_staged_scales(bool enabled) {
   staged_flag().store(enabled, std::memory_order_relaxed);
+}
+
+bool quant_mma_row_groups() {
+  return row_groups_flag().load(std::memory_order_relaxed);
+}
+
+void set_quant_mma_row_groups(bool enabled) {
+  row_groups_flag().store(enabled, std::memory_order_relaxed);
 }
 
 bool quant_mma_warp_x() {

@@ -12,7 +12,8 @@
 // products, f32 accumulation. Row m of y depends only on x[m] and the shape (N, K), never on M or
 // the other rows: the split of K is chosen from N and K, each mma column is one row's sum, and the
 // splits are added in split order. So rows are the same bits alone or batched, for M in
-// [1, kQuantMmaMaxRows].
+// [1, kQuantMmaMaxRows] — and up to kQuantMmaMaxGroupedRows with row groups (below), where each
+// group of 16 rows is a 16-row call's blocks.
 #pragma once
 
 #include <cstdint>
@@ -24,6 +25,7 @@
 namespace ringlm::cuda {
 
 constexpr int64_t kQuantMmaMaxRows = 16;
+constexpr int64_t kQuantMmaMaxGroupedRows = 64;
 
 struct QuantMma {
   const Tensor* x;                // F32[M, K], rows may be strided
@@ -32,9 +34,9 @@ struct QuantMma {
   Tensor* y;                      // F32[M, N], rows may be strided
 };
 
-// Whether quant_mma() serves this call: 4- or 8-bit codes with BF16 scales, 1..16 rows, K a
-// multiple of 256, 16-byte aligned codes and x rows (row stride a multiple of 4), and the kernel
-// switched on.
+// Whether quant_mma() serves this call: 4- or 8-bit codes with BF16 scales, 1..16 rows (1..64
+// with row groups), K a multiple of 256, 16-byte aligned codes and x rows (row stride a multiple
+// of 4), and the kernel switched on.
 bool quant_mma_applies(const QuantMma& g);
 // Runs `g` (quant_mma_applies must hold).
 void quant_mma(const QuantMma& g);
@@ -58,6 +60,12 @@ void set_quant_mma_staged_scales(bool enabled);
 // barrier; H100, mlx4 8B: steps 1.064x at 512 x 1, 1.065x k8v3 at 32k x 1, and not at 2 rows):
 // on unless RINGLM_CUDA_QUANT_MMA_WARP_X=0 or set_quant_mma_warp_x(false). The same bits either
 // way.
+// Whether calls of 17..64 rows run quant_mma as groups of 16 rows (each group's blocks read the
+// codes again, from L2 when the same tile's groups run together) instead of dequantized tiles for
+// cuBLAS: off unless RINGLM_CUDA_QUANT_MMA_ROW_GROUPS=1 or set_quant_mma_row_groups(true), until a
+// GPU run measures it (wip/README.md).
+bool quant_mma_row_groups();
+void set_quant_mma_row_groups(bool enabled);
 bool quant_mma_warp_x();
 void set_quant_mma_warp_x(bool enabled);
 // Calls quant_mma() has run in this process, and of them those with warp-private x pages (tests
