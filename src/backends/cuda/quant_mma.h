@@ -56,16 +56,16 @@ void set_quant_mma(bool enabled);
 // set_quant_mma_staged_scales(false)): the same bits.
 bool quant_mma_staged_scales();
 void set_quant_mma_staged_scales(bool enabled);
-// Whether one-row calls give each warp its own x pages (a __syncwarp per page instead of a block
-// barrier; H100, mlx4 8B: steps 1.064x at 512 x 1, 1.065x k8v3 at 32k x 1, and not at 2 rows):
-// on unless RINGLM_CUDA_QUANT_MMA_WARP_X=0 or set_quant_mma_warp_x(false). The same bits either
-// way.
 // Whether calls of 17..64 rows run quant_mma as groups of 16 rows (each group's blocks read the
 // codes again, from L2 when the same tile's groups run together) instead of dequantized tiles for
 // cuBLAS: off unless RINGLM_CUDA_QUANT_MMA_ROW_GROUPS=1 or set_quant_mma_row_groups(true), until a
 // GPU run measures it (wip/README.md).
 bool quant_mma_row_groups();
 void set_quant_mma_row_groups(bool enabled);
+// Whether one-row calls give each warp its own x pages (a __syncwarp per page instead of a block
+// barrier; H100, mlx4 8B: steps 1.05-1.06x at 512 x 1 and k8v3 at 32k x 1, and not faster at 2
+// rows): on unless RINGLM_CUDA_QUANT_MMA_WARP_X=0 or set_quant_mma_warp_x(false). The same bits
+// either way.
 bool quant_mma_warp_x();
 void set_quant_mma_warp_x(bool enabled);
 // Calls quant_mma() has run in this process, and of them those with warp-private x pages (tests
