@@ -1,10 +1,11 @@
 // The tensor-core decode GEMM for MLX-quantized weights (backends/cuda/quant_mma.h) for 1..16
-// rows (17..64 as row groups, a switch), 4- and 8-bit codes, bf16 scales. Oracles: the CPU's quantized matmul within the kernel's
-// stated bound (quant_checks.h) on random codes, scales, biases and x; bit for bit on small
-// integers (every dequantized weight, product and partial sum exact, so any k order, split or tile
-// must give the CPU's bits); batch invariance bit for bit (a row alone or among 16, with and
-// without splits of K, and repeated launches: the split tickets return to zero); strided rows; the
-// shapes it declines take the other paths (quant_mma_count() tells which path ran).
+// rows (17..64 as row groups, a switch), 4- and 8-bit codes, bf16 scales. Oracles: the CPU's
+// quantized matmul within the kernel's stated bound (quant_checks.h) on random codes, scales,
+// biases and x; bit for bit on small integers (every dequantized weight, product and partial sum
+// exact, so any k order, split or tile must give the CPU's bits); batch invariance bit for bit (a
+// row alone or among 16, with and without splits of K, and repeated launches: the split tickets
+// return to zero); strided rows; the shapes it declines take the other paths (quant_mma_count()
+// tells which path ran).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -26,6 +27,7 @@ using testing::OnDevice;
 using testing::Owned;
 using testing::QuantFixture;
 using testing::QuantPath;
+using testing::SwitchFor;
 
 struct Case {
   int64_t M, K, N;
@@ -150,9 +152,9 @@ TEST(CudaQuantMma, StagedScalesChangeNoBits) {
 // so the block-shared pages' bits — with and without splits of K, every group size, both widths.
 TEST(CudaQuantMma, WarpPrivatePagesChangeNoBits) {
   RINGLM_REQUIRE_GPU();
-  // The configured setting (RINGLM_CUDA_QUANT_MMA_WARP_X may run the suite with it on) comes back
-  // at the end; the block's pages are the reference.
-  const bool configured = cuda::quant_mma_warp_x();
+  const auto warp_pages = [](bool on) {
+    return SwitchFor(cuda::quant_mma_warp_x, cuda::set_quant_mma_warp_x, on);
+  };
   const std::vector<Case> cases = {{1, 256, 1},    {1, 4096, 1024}, {1, 1024, 67},
                                    {1, 14336, 64}, {1, 512, 1000},  {1, 4096, 4096}};
   for (int bits : {4, 8}) {
@@ -167,17 +169,17 @@ TEST(CudaQuantMma, WarpPrivatePagesChangeNoBits) {
         testing::fill_uniform(x, 111);
         testing::fill_uniform(b, 112);
         OnDevice dx(x), db(b), shared(DType::F32, {c.M, c.N}), own(DType::F32, {c.M, c.N});
-        cuda::set_quant_mma_warp_x(false);
-        matmul(dx.t(), Weight::quantized(dw.q), db.t(), shared.t());
-        cuda::set_quant_mma_warp_x(true);
+        {
+          const auto block_pages = warp_pages(false);  // the reference: the block's pages
+          matmul(dx.t(), Weight::quantized(dw.q), db.t(), shared.t());
+        }
+        const auto on = warp_pages(true);
         const int64_t before = cuda::quant_mma_count();
         const int64_t warp_before = cuda::quant_mma_warp_x_count();
         matmul(dx.t(), Weight::quantized(dw.q), db.t(), own.t());
-        const int64_t runs = cuda::quant_mma_count() - before;
-        const int64_t warp_runs = cuda::quant_mma_warp_x_count() - warp_before;
-        cuda::set_quant_mma_warp_x(configured);
-        ASSERT_EQ(runs, 1);
-        ASSERT_EQ(warp_runs, 1) << "the warp-private pages did not run";
+        ASSERT_EQ(cuda::quant_mma_count() - before, 1);
+        ASSERT_EQ(cuda::quant_mma_warp_x_count() - warp_before, 1)
+            << "the warp-private pages did not run";
         ASSERT_TRUE(testing::bitwise_equal(own.to_host().t(), shared.to_host().t()));
       }
     }
@@ -188,12 +190,10 @@ TEST(CudaQuantMma, WarpPrivatePagesChangeNoBits) {
   Owned x(DType::F32, {2, 512});
   testing::fill_uniform(x, 114);
   OnDevice dx(x), y(DType::F32, {2, 64});
-  cuda::set_quant_mma_warp_x(true);
+  const auto on = warp_pages(true);
   const int64_t warp_before = cuda::quant_mma_warp_x_count();
   matmul(dx.t(), Weight::quantized(dw.q), Tensor(), y.t());
-  const int64_t warp_runs = cuda::quant_mma_warp_x_count() - warp_before;
-  cuda::set_quant_mma_warp_x(configured);
-  EXPECT_EQ(warp_runs, 0);
+  EXPECT_EQ(cuda::quant_mma_warp_x_count() - warp_before, 0);
 }
 
 // q/k/v (three weights) and gate/up (two) over one x in one launch through ops::matmul_many: each
@@ -254,22 +254,6 @@ TEST(CudaQuantMma, JoinedTargetsEqualSeparateCallsBitwise) {
   matmul(dx.t(), w4, no_bias, a4.t());
   EXPECT_TRUE(testing::bitwise_equal(y4.to_host().t(), a4.to_host().t()));
 }
-
-// Sets a quant_mma switch for a scope and gives the configured value back (the suite may run
-// with a switch set in the environment), also when an assertion returns early.
-class SwitchFor {
- public:
-  SwitchFor(bool (*get)(), void (*set)(bool), bool value) : set_(set), configured_(get()) {
-    set_(value);
-  }
-  ~SwitchFor() { set_(configured_); }
-  SwitchFor(const SwitchFor&) = delete;
-  SwitchFor& operator=(const SwitchFor&) = delete;
-
- private:
-  void (*set_)(bool);
-  bool configured_;
-};
 
 // Row groups (17-64 rows, quant_mma_row_groups()): each group of 16 rows runs a 16-row call's
 // blocks, so the rows are the bits of their own group's call (the last group shorter) — with and
