@@ -24,8 +24,7 @@
 # Stages that need no tests (twenty-sixth session): `ncu` (per-SASS-instruction profiles of the
 # one-row k8v3 decode kernel and quant_mma, first), `suite` (the whole GPU suite) and `warpx`
 # (quant_mma's A/B over mlx4/mlx8 checkpoints: WARPX_* settings below), e.g.
-# `STAGES="suite warpx" bench/gpu_pending.sh`. Stage `turbo` (twenty-seventh session): the
-# cp.async-staged k8v3 decode kernel's A/B (below). A second archive for side A
+# `STAGES="suite warpx" bench/gpu_pending.sh`. A second archive for side A
 # (WARPX_PREBUILT_A) fits the 64 MiB carry only with just ./ringlm and ./PACKED in it and
 # tests/fixtures out of the index (`git rm -r -q --cached tests/fixtures models`, both in
 # .git/info/exclude; `git reset -q -- tests/fixtures models` after the call).
@@ -136,19 +135,6 @@ if [[ $stages == *" warpx "* ]]; then
     AB_ROWS="$rows" timed_ab "${LIMIT_WARPX:-150}" warpx
 fi
 
-# Stage turbo (twenty-seventh session): the cp.async-staged k8v3 decode kernel — A = the register
-# kernel (RINGLM_CUDA_TURBO_STAGES=0), B = 3 stages, C = 4 — over the random mlx4 8B checkpoint,
-# where the K/V is the larger share of a step: k8v3 at 32k × 1 and × 16, bf16 K/V at 32k × 1 for
-# issue 8's ratio. TURBO_ROWS replaces the rows (MLX4 stands for the checkpoint's folder).
-if [[ $stages == *" turbo "* ]]; then
-  mlx4_model
-  rows="--model $mlx4 --kv-memory $kv --context 32768 --batch 1,16 --kv-format turbo;"
-  rows+="--model $mlx4 --kv-memory $kv --context 32768 --batch 1"
-  [ -n "${TURBO_ROWS:-}" ] && rows=${TURBO_ROWS//MLX4/$mlx4}
-  AB_TESTS=0 AB_ROUNDS=${ROUNDS:-1} AB_ENV_A="RINGLM_CUDA_TURBO_STAGES=0" \
-    AB_ENV_B="RINGLM_CUDA_TURBO_STAGES=3" AB_EXTRA_ENV="RINGLM_CUDA_TURBO_STAGES=4" \
-    AB_ROWS="$rows" timed_ab "${LIMIT_TURBO:-240}" turbo
-fi
 
 # Stages ab8 and absg: each feature against the defaults over the rows it changes only (fewer
 # runs than ab's three sides over every row, for a short call).

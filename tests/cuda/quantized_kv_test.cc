@@ -592,56 +592,6 @@ TEST(CudaQuantizedKv, EightWarpTurboDecodeMatchesCpuAndBatch) {
   cuda::set_narrow_decode_warps(configured_warps);
 }
 
-// The cp.async-staged k8v3 decode kernel (cuda::set_turbo_decode_stages(3 or 4), head_dim 128)
-// decodes the same values with the register kernel's arithmetic: its output equals the register
-// kernel's bit for bit — every layout (block sizes 16, 5 and 1, windows, caps, GQA), decode-only
-// steps (the in-kernel merge) and steps beside prefill rows, tiles fetched before the previous
-// kernel's end or after — and so the CPU kernel within the bound.
-TEST(CudaQuantizedKv, StagedTurboDecodeEqualsRegisterKernel) {
-  RINGLM_REQUIRE_GPU();
-  // The environment may set both for the suite.
-  const int configured_stages = cuda::turbo_decode_stages();
-  const bool configured_early = cuda::decode_early_fetch();
-  const Format k8v3{8, 32, 3};
-  const std::vector<RowSpec> long_rows = [] {
-    std::vector<RowSpec> rows = kDecodeRows;
-    rows.push_back({1, 4099});
-    return rows;
-  }();
-  uint32_t seed = 1200;
-  for (const Config& c : configs_for(128)) {
-    for (const auto* rows : {&kRows, &long_rows}) {
-      SCOPED_TRACE(label(k8v3, c));
-      const Problem p(k8v3, c, *rows, seed++);
-      const AttentionParams params = params_for(c);
-      const int64_t T = p.layout.tokens();
-      const DeviceCache dc(p.cache);
-      const KvLayerView view = dc.view();
-      OnDevice dq(p.q);
-      const auto run = [&](int stages, bool early) {
-        cuda::set_turbo_decode_stages(stages);
-        cuda::set_decode_early_fetch(early);
-        OnDevice out(DType::F32, {T, c.q_heads, c.head_dim});
-        attention(dq.t(), view, p.layout.rows(), params, out.t());
-        cuda::synchronize();
-        return out.to_host();
-      };
-      const Owned reference = run(0, true);
-      for (int stages : {3, 4}) {
-        for (bool early : {true, false}) {
-          const Owned staged = run(stages, early);
-          EXPECT_TRUE(testing::bitwise_equal(reference.t(), staged.t()))
-              << stages << " stages, early fetch " << early;
-        }
-      }
-    }
-  }
-  cuda::set_decode_early_fetch(configured_early);
-  cuda::set_turbo_decode_stages(3);
-  check_attention(k8v3, configs_for(128)[1], seed++, kDecodeRows);
-  cuda::set_turbo_decode_stages(configured_stages);
-}
-
 TEST(CudaQuantizedKv, TurboMergeInKernelEqualsMergeKernel) {
   RINGLM_REQUIRE_GPU();
   for (const Format& f : {Format{8, 32, 3}, Format{4, 32, 2}}) {

@@ -58,14 +58,6 @@ std::atomic<int> g_narrow_decode_warps{[] {
   const char* v = std::getenv("RINGLM_CUDA_DECODE_WARPS");
   return v != nullptr && std::atoi(v) == 8 ? 8 : 4;
 }()};
-// Stages of the cp.async-staged TurboQuant k8v3 decode kernel (head_dim 128, four-warp blocks):
-// 3 or 4, 0 for the register kernel. RINGLM_CUDA_TURBO_STAGES sets it at start-up (same-binary
-// A/B runs); the same bits either way.
-std::atomic<int> g_turbo_stages{[] {
-  const char* v = std::getenv("RINGLM_CUDA_TURBO_STAGES");
-  const int stages = v == nullptr ? 0 : std::atoi(v);
-  return stages == 3 || stages == 4 ? stages : 0;
-}()};
 // Fewest keys per decode part; 0: split_rule_for's choice. RINGLM_CUDA_DECODE_MIN_SPLIT sets it
 // at start-up (for same-binary A/B runs).
 std::atomic<int> g_decode_min_split{[] {
@@ -159,7 +151,6 @@ void run_attention(const Tensor& q, const ops::KvLayerView& kv, const ops::Atten
   args.split_rule = split_rule_for(kv, summary.decode_rows);
   args.max_parts = args.split_rule.parts_bound(summary.max_decode_context);
   args.decode_warps = summary.decode_rows < wide_decode_rows() ? g_narrow_decode_warps.load() : 4;
-  args.turbo_stages = g_turbo_stages.load();
   args.early_fetch = decode_early_fetch();
   args.affine_prefetch = decode_affine_prefetch();
   if (summary.decode_rows > 0) {
@@ -209,16 +200,6 @@ void set_narrow_decode_warps(int warps) {
 
 int narrow_decode_warps() {
   return g_narrow_decode_warps.load();
-}
-
-void set_turbo_decode_stages(int stages) {
-  RINGLM_USER_CHECK(stages == 0 || stages == 3 || stages == 4, "TurboQuant decode stages ", stages,
-                    " must be 0, 3 or 4");
-  g_turbo_stages.store(stages);
-}
-
-int turbo_decode_stages() {
-  return g_turbo_stages.load();
 }
 
 void set_wide_decode_rows(int rows) {

@@ -231,12 +231,6 @@ int wide_decode_rows();
 // warps' summation order differs, so a row's bits depend on this setting, not on the batch.
 void set_narrow_decode_warps(int warps);
 int narrow_decode_warps();
-// Stages of the cp.async-staged TurboQuant k8v3 decode kernel (head_dim 128, four-warp blocks;
-// device/attention_decode_turbo_staged.cuh): 3 or 4 (2 or 3 tiles in flight per warp while one
-// is consumed), 0 for the register kernel (one tile in flight). The same bits either way;
-// RINGLM_CUDA_TURBO_STAGES sets it at start-up.
-void set_turbo_decode_stages(int stages);
-int turbo_decode_stages();
 // Whether the tensor-core decode kernels start loading the first tiles of keys older than the
 // query's own before the kernel before them (prepare_attention, which writes q and the step's
 // K/V) has finished: bit for bit the same output. On unless the environment sets

@@ -26,7 +26,6 @@
 
 #include "backends/cuda/device/attention_common.cuh"
 #include "backends/cuda/device/attention_decode_turbo.cuh"
-#include "backends/cuda/device/attention_decode_turbo_staged.cuh"
 #include "backends/cuda/device/common.cuh"
 #include "backends/cuda/device/decode_tc_common.cuh"
 #include "backends/cuda/device/decode_tiles.cuh"
@@ -180,7 +179,6 @@ void launch_decode_tc_dim(const AttnArgs& args, const Kv& kv, cudaStream_t strea
   // TurboQuant k8v3: codes decoded straight into the mma fragments (planes at other offsets
   // keep the reader).
   if constexpr (std::is_same_v<Kv, TurboKvReader<8, 3>>) {
-    if (launch_decode_turbo_k8v3_staged_if<kD>(args, kv, stream)) return;
     if (launch_decode_turbo_k8v3<kD>(args, kv, stream)) return;
   }
   if constexpr (is_affine_reader<Kv>() && kD <= 128) {
