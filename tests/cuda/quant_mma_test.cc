@@ -255,9 +255,9 @@ TEST(CudaQuantMma, JoinedTargetsEqualSeparateCallsBitwise) {
   EXPECT_TRUE(testing::bitwise_equal(y4.to_host().t(), a4.to_host().t()));
 }
 
-// Row groups (17-64 rows, quant_mma_row_groups()): each group of 16 rows runs a 16-row call's
-// blocks, so the rows are the bits of their own group's call (the last group shorter) — with and
-// without splits of K, with staged and per-lane scales, both widths — and match the CPU.
+// Row groups (17-64 rows, quant_mma_row_groups(): on by default): each group of 16 rows runs a
+// 16-row call's blocks, so the rows are the bits of their own group's call (the last group shorter)
+// — with and without splits of K, with staged and per-lane scales, both widths — and match the CPU.
 TEST(CudaQuantMma, RowGroupsAreTheBitsOfSixteenRowCalls) {
   RINGLM_REQUIRE_GPU();
   const SwitchFor groups(cuda::quant_mma_row_groups, cuda::set_quant_mma_row_groups, true);
@@ -321,9 +321,9 @@ TEST(CudaQuantMma, StridedRows) {
   }
 }
 
-// What the kernel declines (other widths, non-bf16 scales, more than 16 rows — 64 with row groups
-// — K not a multiple of 256, the kernel switched off) runs the other paths and still matches the
-// CPU.
+// What the kernel declines (other widths, non-bf16 scales, more than 16 rows — more than
+// quant_mma_grouped_rows() with row groups — K not a multiple of 256, the kernel switched off) runs
+// the other paths and still matches the CPU.
 TEST(CudaQuantMma, DeclinedShapesTakeTheOtherPaths) {
   RINGLM_REQUIRE_GPU();
   struct Declined {
@@ -331,10 +331,12 @@ TEST(CudaQuantMma, DeclinedShapesTakeTheOtherPaths) {
     DType scales;
     int64_t M, K;
   };
-  for (const Declined& d : {Declined{3, DType::BF16, 4, 512}, Declined{4, DType::F16, 4, 512},
-                            Declined{8, DType::F32, 4, 512},
-                            Declined{4, DType::BF16, cuda::quant_mma_row_groups() ? 65 : 17, 512},
-                            Declined{8, DType::BF16, 4, 384}}) {
+  for (const Declined& d :
+       {Declined{3, DType::BF16, 4, 512}, Declined{4, DType::F16, 4, 512},
+        Declined{8, DType::F32, 4, 512},
+        Declined{4, DType::BF16,
+                 cuda::quant_mma_row_groups() ? cuda::quant_mma_grouped_rows() + 1 : 17, 512},
+        Declined{8, DType::BF16, 4, 384}}) {
     SCOPED_TRACE(::testing::Message() << "bits=" << d.bits << " " << testing::dtype_label(d.scales)
                                       << " M=" << d.M << " K=" << d.K);
     const QuantFixture f(90, d.K, d.bits, 64, d.scales, 81);

@@ -216,8 +216,8 @@ __device__ __forceinline__ void cp_async16_ca(void* smem, const void* gmem) {
 // warps share them: through L2 alone, four times the requests on the same few lines of x
 // (every block reads them) made whole steps 0.58x (H100, docs/benchmarks.md). The same loads into
 // the same arithmetic: the same bits.
-// kRowGroups (17-64 rows): the block's rows are its group's (a separate instantiation: the
-// group arithmetic costs the 1-16-row kernels registers).
+// kRowGroups (17 to quant_mma_grouped_rows() rows): the block's rows are its group's (a separate
+// instantiation: the group arithmetic costs the 1-16-row kernels registers).
 template <int BITS, int MT, bool kStaged, bool kWarpX, bool kRowGroups>
 __global__ void __launch_bounds__(kThreads, 4) quant_mma_kernel(const MmaArgs a) {
   static_assert(!kWarpX || (MT == 1 && !kStaged), "warp-private x pages: one row, no staging");
@@ -529,7 +529,7 @@ std::atomic<bool>& staged_flag() {
 }
 
 std::atomic<bool>& row_groups_flag() {
-  static std::atomic<bool> on{env_switch_on("RINGLM_CUDA_QUANT_MMA_ROW_GROUPS", false)};
+  static std::atomic<bool> on{env_switch_on("RINGLM_CUDA_QUANT_MMA_ROW_GROUPS")};
   return on;
 }
 
@@ -589,7 +589,7 @@ bool quant_mma_applies(const QuantMma& g) {
   if (q.bits != 4 && q.bits != 8) return false;
   if (q.scales.dtype != DType::BF16 || q.biases.dtype != DType::BF16) return false;
   const int64_t max_rows = row_groups_flag().load(std::memory_order_relaxed)
-                               ? kQuantMmaMaxGroupedRows
+                               ? quant_mma_grouped_rows()
                                : kQuantMmaMaxRows;
   if (M < 1 || M > max_rows || N == 0 || N > INT32_MAX / 2) return false;
   if (K <= 0 || K % kPageK != 0 || K > INT32_MAX / 2) return false;
@@ -713,6 +713,15 @@ bool quant_mma_row_groups() {
 
 void set_quant_mma_row_groups(bool enabled) {
   row_groups_flag().store(enabled, std::memory_order_relaxed);
+}
+
+int64_t quant_mma_grouped_rows() {
+  static const int64_t rows = [] {
+    const char* v = std::getenv("RINGLM_CUDA_QUANT_MMA_GROUPED_ROWS");
+    const int64_t n = v == nullptr ? 0 : std::atoll(v);
+    return n > kQuantMmaMaxRows && n <= kQuantMmaMaxGroupedRows ? n : kQuantMmaDefaultGroupedRows;
+  }();
+  return rows;
 }
 
 bool quant_mma_warp_x() {

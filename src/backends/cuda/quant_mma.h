@@ -12,7 +12,7 @@
 // products, f32 accumulation. Row m of y depends only on x[m] and the shape (N, K), never on M or
 // the other rows: the split of K is chosen from N and K, each mma column is one row's sum, and the
 // splits are added in split order. So rows are the same bits alone or batched, for M in
-// [1, kQuantMmaMaxRows] — and up to kQuantMmaMaxGroupedRows with row groups (below), where each
+// [1, kQuantMmaMaxRows] — and up to quant_mma_grouped_rows() with row groups (below), where each
 // group of 16 rows is a 16-row call's blocks.
 #pragma once
 
@@ -25,7 +25,9 @@
 namespace ringlm::cuda {
 
 constexpr int64_t kQuantMmaMaxRows = 16;
-constexpr int64_t kQuantMmaMaxGroupedRows = 64;
+// Row groups: the most rows a call may have (the kernel's bound) and the default limit.
+constexpr int64_t kQuantMmaMaxGroupedRows = 128;
+constexpr int64_t kQuantMmaDefaultGroupedRows = 64;
 
 struct QuantMma {
   const Tensor* x;                // F32[M, K], rows may be strided
@@ -34,9 +36,9 @@ struct QuantMma {
   Tensor* y;                      // F32[M, N], rows may be strided
 };
 
-// Whether quant_mma() serves this call: 4- or 8-bit codes with BF16 scales, 1..16 rows (1..64
-// with row groups), K a multiple of 256, 16-byte aligned codes and x rows (row stride a multiple
-// of 4), and the kernel switched on.
+// Whether quant_mma() serves this call: 4- or 8-bit codes with BF16 scales, 1..16 rows
+// (1..quant_mma_grouped_rows() with row groups), K a multiple of 256, 16-byte aligned codes and x
+// rows (row stride a multiple of 4), and the kernel switched on.
 bool quant_mma_applies(const QuantMma& g);
 // Runs `g` (quant_mma_applies must hold).
 void quant_mma(const QuantMma& g);
@@ -56,12 +58,18 @@ void set_quant_mma(bool enabled);
 // set_quant_mma_staged_scales(false)): the same bits.
 bool quant_mma_staged_scales();
 void set_quant_mma_staged_scales(bool enabled);
-// Whether calls of 17..64 rows run quant_mma as groups of 16 rows (each group's blocks read the
-// codes again, from L2 when the same tile's groups run together) instead of dequantized tiles for
-// cuBLAS: off unless RINGLM_CUDA_QUANT_MMA_ROW_GROUPS=1 or set_quant_mma_row_groups(true), until a
-// GPU run measures it (wip/README.md).
+// Whether calls of 17..quant_mma_grouped_rows() rows run quant_mma as groups of 16 rows (each
+// group's blocks read the codes again, from L2 when the same tile's groups run together) instead
+// of dequantized tiles for cuBLAS: on unless RINGLM_CUDA_QUANT_MMA_ROW_GROUPS=0 or
+// set_quant_mma_row_groups(false). H100, 8B mlx4 at 512 context: steps of 17 / 24 / 32 / 48 / 64
+// rows 2.25 / 2.11 / 2.04 / 1.54 / 1.21x the tiles (mlx8: 2.15x at 32, 1.24x at 64; at 96 rows
+// 0.89x, hence the limit; docs/benchmarks.md, twenty-seventh session).
 bool quant_mma_row_groups();
 void set_quant_mma_row_groups(bool enabled);
+// The most rows row groups take: kQuantMmaDefaultGroupedRows, or
+// RINGLM_CUDA_QUANT_MMA_GROUPED_ROWS (17..kQuantMmaMaxGroupedRows) read at start-up for
+// same-binary A/Bs. A process constant: a row's bits never depend on the batch it is in.
+int64_t quant_mma_grouped_rows();
 // Whether one-row calls give each warp its own x pages (a __syncwarp per page instead of a block
 // barrier; H100, mlx4 8B: steps 1.05-1.06x at 512 x 1 and k8v3 at 32k x 1, and not faster at 2
 // rows): on unless RINGLM_CUDA_QUANT_MMA_WARP_X=0 or set_quant_mma_warp_x(false). The same bits
