@@ -255,44 +255,49 @@ TEST(CudaQuantMma, JoinedTargetsEqualSeparateCallsBitwise) {
   EXPECT_TRUE(testing::bitwise_equal(y4.to_host().t(), a4.to_host().t()));
 }
 
-// Row groups (17-64 rows, quant_mma_row_groups(): on by default): each group of 16 rows runs a
-// 16-row call's blocks, so the rows are the bits of their own group's call (the last group shorter)
-// — with and without splits of K, with staged and per-lane scales, both widths — and match the CPU.
+// Row groups (17-64 rows, quant_mma_row_groups(): on by default): each group of 16 rows — or of 32
+// with wide groups — runs a 16-row (32-row) call's blocks, so the rows are the bits of 16-row calls
+// over them (the last group shorter) — with and without splits of K, with staged and per-lane
+// scales, both widths — and match the CPU.
 TEST(CudaQuantMma, RowGroupsAreTheBitsOfSixteenRowCalls) {
   RINGLM_REQUIRE_GPU();
   const SwitchFor groups(cuda::quant_mma_row_groups, cuda::set_quant_mma_row_groups, true);
   for (int bits : {4, 8}) {
     for (const Case& c : {Case{17, 4096, 1024}, Case{40, 512, 1000}, Case{64, 14336, 64}}) {
-      SCOPED_TRACE(::testing::Message()
-                   << "bits=" << bits << " M=" << c.M << " K=" << c.K << " N=" << c.N);
-      const QuantFixture f(c.N, c.K, bits, 64, DType::BF16, static_cast<uint32_t>(c.M + bits));
-      const DeviceQuant dw(f);
-      const Weight w = Weight::quantized(dw.q);
-      Owned x(DType::F32, {c.M, c.K});
-      testing::fill_uniform(x, 121, -2.0f, 2.0f);
-      OnDevice dx(x);
-      for (bool staged : {true, false}) {
-        SCOPED_TRACE(staged ? "staged scales" : "per-lane scales");
-        const SwitchFor staging(cuda::quant_mma_staged_scales, cuda::set_quant_mma_staged_scales,
-                                staged);
-        OnDevice all(DType::F32, {c.M, c.N});
-        const int64_t before = cuda::quant_mma_count();
-        matmul(dx.t(), w, Tensor(), all.t());
-        ASSERT_EQ(cuda::quant_mma_count(), before + 1) << "the row groups did not run";
-        const Owned got = all.to_host();
-        for (int64_t m0 = 0; m0 < c.M; m0 += 16) {
-          const int64_t rows = std::min<int64_t>(16, c.M - m0);
-          OnDevice y(DType::F32, {rows, c.N});
-          matmul(dx.t().slice_rows(m0, m0 + rows), w, Tensor(), y.t());
-          ASSERT_EQ(std::memcmp(y.to_host().t().data, got.t().ptr<float>() + m0 * c.N,
-                                rows * c.N * sizeof(float)),
-                    0)
-              << "rows " << m0 << ".." << m0 + rows;
+      for (bool wide : {false, true}) {
+        const SwitchFor wide_groups(cuda::quant_mma_wide_groups, cuda::set_quant_mma_wide_groups,
+                                    wide);
+        SCOPED_TRACE(::testing::Message() << "bits=" << bits << " M=" << c.M << " K=" << c.K
+                                          << " N=" << c.N << (wide ? " wide groups" : ""));
+        const QuantFixture f(c.N, c.K, bits, 64, DType::BF16, static_cast<uint32_t>(c.M + bits));
+        const DeviceQuant dw(f);
+        const Weight w = Weight::quantized(dw.q);
+        Owned x(DType::F32, {c.M, c.K});
+        testing::fill_uniform(x, 121, -2.0f, 2.0f);
+        OnDevice dx(x);
+        for (bool staged : {true, false}) {
+          SCOPED_TRACE(staged ? "staged scales" : "per-lane scales");
+          const SwitchFor staging(cuda::quant_mma_staged_scales, cuda::set_quant_mma_staged_scales,
+                                  staged);
+          OnDevice all(DType::F32, {c.M, c.N});
+          const int64_t before = cuda::quant_mma_count();
+          matmul(dx.t(), w, Tensor(), all.t());
+          ASSERT_EQ(cuda::quant_mma_count(), before + 1) << "the row groups did not run";
+          const Owned got = all.to_host();
+          for (int64_t m0 = 0; m0 < c.M; m0 += 16) {
+            const int64_t rows = std::min<int64_t>(16, c.M - m0);
+            OnDevice y(DType::F32, {rows, c.N});
+            matmul(dx.t().slice_rows(m0, m0 + rows), w, Tensor(), y.t());
+            ASSERT_EQ(std::memcmp(y.to_host().t().data, got.t().ptr<float>() + m0 * c.N,
+                                  rows * c.N * sizeof(float)),
+                      0)
+                << "rows " << m0 << ".." << m0 + rows;
+          }
         }
+        QuantPath path = QuantPath::Gemv;
+        testing::expect_matches_cpu(f, c.M, true, static_cast<uint32_t>(c.N), &path);
+        ASSERT_EQ(path, QuantPath::Mma);
       }
-      QuantPath path = QuantPath::Gemv;
-      testing::expect_matches_cpu(f, c.M, true, static_cast<uint32_t>(c.N), &path);
-      ASSERT_EQ(path, QuantPath::Mma);
     }
   }
 }

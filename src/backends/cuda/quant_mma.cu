@@ -62,6 +62,12 @@ constexpr int kDepth = 4;               // chunks of codes in flight per thread
 // (group size 32) per row and page.
 constexpr int kPageGroupsMax = kPageK / 32;
 constexpr int kScaleStageWords = 2 * kTileCols * kPageGroupsMax / 2;  // u32 words: scales, biases
+// x pages in flight for MT n-tiles of rows: 32-row blocks (MT = 4) keep two, so that three blocks
+// fit an SM's shared memory (2 × 34 KB of x pages each).
+template <int MT>
+constexpr int x_stages() {
+  return MT == 4 ? 2 : kXStages;
+}
 
 template <int BITS>
 struct Chunking {
@@ -98,8 +104,9 @@ struct MmaArgs {
 };
 
 // Rows a block multiplies: calls of more rows (quant_mma_row_groups()) give each group of
-// kGroupRows rows its own blocks, adjacent in the grid to the same tile's other groups so that
-// their codes come from L2 after the first group's read.
+// kGroupRows rows (32 with wide groups: quant_mma_wide_groups()) its own blocks, adjacent in the
+// grid to the same tile's other groups so that their codes come from L2 after the first group's
+// read.
 constexpr int kGroupRows = static_cast<int>(kQuantMmaMaxRows);
 
 // The target that owns grid block `block`.
@@ -219,18 +226,20 @@ __device__ __forceinline__ void cp_async16_ca(void* smem, const void* gmem) {
 // kRowGroups (17 to quant_mma_grouped_rows() rows): the block's rows are its group's (a separate
 // instantiation: the group arithmetic costs the 1-16-row kernels registers).
 template <int BITS, int MT, bool kStaged, bool kWarpX, bool kRowGroups>
-__global__ void __launch_bounds__(kThreads, 4) quant_mma_kernel(const MmaArgs a) {
+__global__ void __launch_bounds__(kThreads, MT == 4 ? 3 : 4) quant_mma_kernel(const MmaArgs a) {
   static_assert(!kWarpX || (MT == 1 && !kStaged), "warp-private x pages: one row, no staging");
-  static_assert(!kRowGroups || MT == 2, "row groups: 16 rows a block");
+  static_assert(kRowGroups ? MT == 2 || MT == 4 : MT <= 2, "row groups: 16 or 32 rows a block");
+  constexpr int kStages = x_stages<MT>();
+  constexpr int kBlockRows = kRowGroups ? 8 * MT : kGroupRows;  // rows of a group
   using C = Chunking<BITS>;
   constexpr int kRows = 8 * MT;  // x rows a stage holds (M rounded up to the mma's 8)
   constexpr int kStageUnits = kWarpX ? kWarpXStageUnits : kRows * kRowUnits;
   constexpr int kChunkUnits = C::kChunkK / 4;
-  // [kXStages][kRows][kRowUnits], then the staged scales
-  // ([kXStages][scale, bias][kTileCols][kPageGroupsMax] bf16 bits, kStaged); kWarpX: per warp
+  // [kStages][kRows][kRowUnits], then the staged scales
+  // ([kStages][scale, bias][kTileCols][kPageGroupsMax] bf16 bits, kStaged); kWarpX: per warp
   // [kXStages][kWarpXStageUnits], padding and a zero row.
   extern __shared__ __align__(16) float4 xs[];
-  auto* staged = reinterpret_cast<uint16_t*>(xs + kXStages * kStageUnits);
+  auto* staged = reinterpret_cast<uint16_t*>(xs + kStages * kStageUnits);
   __shared__ bool last_block;
   const int warp = static_cast<int>(threadIdx.x) >> 5, lane = static_cast<int>(threadIdx.x) & 31;
   float4* const x_pages = kWarpX ? xs + warp * kWarpXUnits : xs;
@@ -238,8 +247,8 @@ __global__ void __launch_bounds__(kThreads, 4) quant_mma_kernel(const MmaArgs a)
   const int g = lane >> 2, c = lane & 3;
   const int row_groups = kRowGroups ? a.row_groups : 1;
   const int block = static_cast<int>(blockIdx.x) / row_groups;
-  const int m0 = kGroupRows * (static_cast<int>(blockIdx.x) % row_groups);  // the group's row 0
-  const int group_rows = kRowGroups ? min(a.M - m0, kGroupRows) : 0;
+  const int m0 = kBlockRows * (static_cast<int>(blockIdx.x) % row_groups);  // the group's row 0
+  const int group_rows = kRowGroups ? min(a.M - m0, kBlockRows) : 0;
   // The block's rows x[m0 .. m0 + rows()) (a.M read where used without groups: the same code as
   // before them).
   const auto rows = [&] { return kRowGroups ? group_rows : a.M; };
@@ -279,7 +288,7 @@ __global__ void __launch_bounds__(kThreads, 4) quant_mma_kernel(const MmaArgs a)
     for (int v = lane; v < kRowUnits; v += 32)
       x_pages[kWarpXZeroRow + v] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
   } else {
-    for (int v = static_cast<int>(threadIdx.x); v < kXStages * kStageUnits; v += kThreads) {
+    for (int v = static_cast<int>(threadIdx.x); v < kStages * kStageUnits; v += kThreads) {
       if ((v / kRowUnits) % kRows >= rows()) xs[v] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     }
   }
@@ -297,10 +306,10 @@ __global__ void __launch_bounds__(kThreads, 4) quant_mma_kernel(const MmaArgs a)
   const int copy_row = copier / kPageUnits, copy_unit = copier % kPageUnits;
   const float* const copy_src = a.x + (m0 + copy_row) * a.ldx + 4 * copy_unit;  // + page's k0
   const int copy_dst = copy_row * kRowUnits + stored_unit<BITS>(copy_unit);
-  const auto load_x = [&](int page) {  // page into stage page % kXStages; real rows only
+  const auto load_x = [&](int page) {  // page into stage page % kStages; real rows only
     if (page < pages) {
       const int64_t k0 = int64_t{first_page + page} * kPageK;
-      float4* stage = x_pages + (page % kXStages) * kStageUnits;
+      float4* stage = x_pages + (page % kStages) * kStageUnits;
       if constexpr (kStaged) {
         for (int v = static_cast<int>(threadIdx.x); v < rows() * kPageUnits; v += kThreads) {
           const int r = v / kPageUnits, u = v % kPageUnits;
@@ -326,7 +335,7 @@ __global__ void __launch_bounds__(kThreads, 4) quant_mma_kernel(const MmaArgs a)
         // Row r's groups of the page: words of two groups each (groups per row are even).
         const int words = (kPageK >> a.group_shift) / 2;
         const int64_t group0 = k0 >> a.group_shift;
-        uint16_t* dst = staged + (page % kXStages) * 2 * kTileCols * kPageGroupsMax;
+        uint16_t* dst = staged + (page % kStages) * 2 * kTileCols * kPageGroupsMax;
         for (int v = static_cast<int>(threadIdx.x); v < 2 * kTileCols * words; v += kThreads) {
           const int which = v / (kTileCols * words), r = v / words % kTileCols, w = v % words;
           const int64_t row = min(tile * kTileCols + r, T.N - 1);
@@ -338,7 +347,7 @@ __global__ void __launch_bounds__(kThreads, 4) quant_mma_kernel(const MmaArgs a)
     device::cp_async_commit();  // empty groups keep the wait counts uniform
   };
 #pragma unroll
-  for (int p = 0; p < kXStages - 1; ++p) load_x(p);
+  for (int p = 0; p < kStages - 1; ++p) load_x(p);
 
   float acc[MT][4];
 #pragma unroll
@@ -413,7 +422,7 @@ __global__ void __launch_bounds__(kThreads, 4) quant_mma_kernel(const MmaArgs a)
       constexpr int kPerPage = C::kChunksPerPage;
       const int page = i / kPerPage;
       if (p % kPerPage == 0) {  // i0 is a multiple of kDepth, so i starts a page exactly here
-        device::cp_async_wait<kXStages - 2>();  // this page's x has landed (this thread's copies)
+        device::cp_async_wait<kStages - 2>();  // this page's x has landed (this thread's copies)
         // ... every copier's (the block's, or the warp's), and every reader is done with the page
         // before
         if constexpr (kWarpX) {
@@ -421,9 +430,9 @@ __global__ void __launch_bounds__(kThreads, 4) quant_mma_kernel(const MmaArgs a)
         } else {
           __syncthreads();
         }
-        load_x(page + kXStages - 1);
+        load_x(page + kStages - 1);
       }
-      const int stage = page % kXStages;
+      const int stage = page % kStages;
       consume(x_pages + stage * kStageUnits, p % kPerPage, scale_bias(stage, p % kPerPage, wv[p]),
               wv[p]);
       load_w(i + kDepth, wv[p]);
@@ -454,7 +463,7 @@ __global__ void __launch_bounds__(kThreads, 4) quant_mma_kernel(const MmaArgs a)
   for_each_output([&](float v, int64_t m, int64_t n) { mine[m * T.N + n] = v; });
   __threadfence();  // the partials are visible before the ticket says so
   __syncthreads();
-  unsigned* ticket = a.tickets + (m0 / kGroupRows) * a.tickets_per_group + T.ticket_begin + tile;
+  unsigned* ticket = a.tickets + (m0 / kBlockRows) * a.tickets_per_group + T.ticket_begin + tile;
   if (threadIdx.x == 0) last_block = atomicAdd(ticket, 1u) == static_cast<unsigned>(T.splits - 1);
   __syncthreads();
   if (!last_block) return;
@@ -533,6 +542,11 @@ std::atomic<bool>& row_groups_flag() {
   return on;
 }
 
+std::atomic<bool>& wide_groups_flag() {
+  static std::atomic<bool> on{env_switch_on("RINGLM_CUDA_QUANT_MMA_WIDE_GROUPS", false)};
+  return on;
+}
+
 std::atomic<bool>& warp_x_flag() {
   static std::atomic<bool> on{env_switch_on("RINGLM_CUDA_QUANT_MMA_WARP_X")};
   return on;
@@ -541,10 +555,10 @@ std::atomic<bool>& warp_x_flag() {
 template <int BITS, int MT, bool kStaged, bool kWarpX = false, bool kRowGroups = false>
 void launch_variant(const MmaArgs& args, int blocks, cudaStream_t stream) {
   constexpr auto kKernel = quant_mma_kernel<BITS, MT, kStaged, kWarpX, kRowGroups>;
-  constexpr size_t kSmem = kWarpX
-                               ? sizeof(float4) * kWarps * kWarpXUnits
-                               : sizeof(float4) * kXStages * 8 * MT * kRowUnits +
-                                     (kStaged ? sizeof(uint32_t) * kXStages * kScaleStageWords : 0);
+  constexpr size_t kSmem =
+      kWarpX ? sizeof(float4) * kWarps * kWarpXUnits
+             : sizeof(float4) * x_stages<MT>() * 8 * MT * kRowUnits +
+                   (kStaged ? sizeof(uint32_t) * x_stages<MT>() * kScaleStageWords : 0);
   static const bool sized = [] {
     RINGLM_CUDA_CHECK(cudaFuncSetAttribute(kKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                            static_cast<int>(kSmem)));
@@ -558,22 +572,28 @@ void launch_variant(const MmaArgs& args, int blocks, cudaStream_t stream) {
 // aligned; per-lane loads at 1-8 rows. H200, 8B shape (docs/benchmarks.md, "GPU decode with
 // MLX-quantized weights", ninth session): staged, 16 rows ran 1.08x (mlx4) and 1.29x (mlx8);
 // 1-4 rows 0.95-0.98x (mlx8 1 row 1.03x), 8 rows 0.99x / 1.04x. The same bits either way.
+// MT = 4: 32-row groups (quant_mma_wide_groups()), row-group kernels only.
 template <int BITS, int MT>
 void launch(const MmaArgs& args, int blocks, bool scales_aligned, cudaStream_t stream) {
-  if constexpr (MT == 2) {
-    const bool staged = scales_aligned && staged_flag().load(std::memory_order_relaxed);
-    if (args.row_groups > 1) {
-      return staged ? launch_variant<BITS, MT, true, false, true>(args, blocks, stream)
-                    : launch_variant<BITS, MT, false, false, true>(args, blocks, stream);
-    }
-    if (staged) return launch_variant<BITS, MT, true>(args, blocks, stream);
+  const bool staged = scales_aligned && staged_flag().load(std::memory_order_relaxed);
+  if constexpr (MT == 4) {
+    staged ? launch_variant<BITS, MT, true, false, true>(args, blocks, stream)
+           : launch_variant<BITS, MT, false, false, true>(args, blocks, stream);
   } else {
-    if (args.M == 1 && warp_x_flag().load(std::memory_order_relaxed)) {
-      g_warp_x_count.fetch_add(1, std::memory_order_relaxed);
-      return launch_variant<BITS, MT, false, true>(args, blocks, stream);
+    if constexpr (MT == 2) {
+      if (args.row_groups > 1) {
+        return staged ? launch_variant<BITS, MT, true, false, true>(args, blocks, stream)
+                      : launch_variant<BITS, MT, false, false, true>(args, blocks, stream);
+      }
+      if (staged) return launch_variant<BITS, MT, true>(args, blocks, stream);
+    } else {
+      if (args.M == 1 && warp_x_flag().load(std::memory_order_relaxed)) {
+        g_warp_x_count.fetch_add(1, std::memory_order_relaxed);
+        return launch_variant<BITS, MT, false, true>(args, blocks, stream);
+      }
     }
+    launch_variant<BITS, MT, false>(args, blocks, stream);
   }
-  launch_variant<BITS, MT, false>(args, blocks, stream);
 }
 
 bool aligned16(const void* p) {
@@ -628,7 +648,10 @@ void quant_mma_many(std::span<const QuantMma> targets) {
   args.group_shift = shift;
   args.M = static_cast<int>(M);
   args.K = static_cast<int>(K);
-  args.row_groups = static_cast<int>((M + kGroupRows - 1) / kGroupRows);
+  // Rows past 16: groups of 16 rows, or of 32 (MT = 4) with wide groups.
+  const bool wide_groups = M > kGroupRows && wide_groups_flag().load(std::memory_order_relaxed);
+  const int64_t group_rows = wide_groups ? 2 * kGroupRows : kGroupRows;
+  args.row_groups = static_cast<int>((M + group_rows - 1) / group_rows);
   MmaTarget* slots[kMaxTargets] = {&args.t0, &args.t1, &args.t2};
   size_t partial_offsets[kMaxTargets] = {};
   size_t partial_floats = 0;
@@ -681,11 +704,13 @@ void quant_mma_many(std::span<const QuantMma> targets) {
   const bool wide = M > 8;
   cudaStream_t stream = ctx.stream();
   if (q0.bits == 4) {
-    wide ? launch<4, 2>(args, blocks, scales_aligned, stream)
-         : launch<4, 1>(args, blocks, scales_aligned, stream);
+    wide_groups ? launch<4, 4>(args, blocks, scales_aligned, stream)
+    : wide      ? launch<4, 2>(args, blocks, scales_aligned, stream)
+                : launch<4, 1>(args, blocks, scales_aligned, stream);
   } else {
-    wide ? launch<8, 2>(args, blocks, scales_aligned, stream)
-         : launch<8, 1>(args, blocks, scales_aligned, stream);
+    wide_groups ? launch<8, 4>(args, blocks, scales_aligned, stream)
+    : wide      ? launch<8, 2>(args, blocks, scales_aligned, stream)
+                : launch<8, 1>(args, blocks, scales_aligned, stream);
   }
   check_launch("quant_mma_kernel");
   g_count.fetch_add(1, std::memory_order_relaxed);
@@ -713,6 +738,14 @@ bool quant_mma_row_groups() {
 
 void set_quant_mma_row_groups(bool enabled) {
   row_groups_flag().store(enabled, std::memory_order_relaxed);
+}
+
+bool quant_mma_wide_groups() {
+  return wide_groups_flag().load(std::memory_order_relaxed);
+}
+
+void set_quant_mma_wide_groups(bool enabled) {
+  wide_groups_flag().store(enabled, std::memory_order_relaxed);
 }
 
 int64_t quant_mma_grouped_rows() {

@@ -66,6 +66,12 @@ void set_quant_mma_staged_scales(bool enabled);
 // 0.89x, hence the limit; docs/benchmarks.md, twenty-seventh session).
 bool quant_mma_row_groups();
 void set_quant_mma_row_groups(bool enabled);
+// Whether row groups are 32 rows (a block's dequantized codes serve four n-tiles of 8 rows
+// instead of two; x pages two in flight instead of three, 3 blocks per SM) instead of 16: off
+// unless RINGLM_CUDA_QUANT_MMA_WIDE_GROUPS=1 or set_quant_mma_wide_groups(true), until a GPU run
+// measures it. The same bits either way (a row's sum does not depend on its n-tile).
+bool quant_mma_wide_groups();
+void set_quant_mma_wide_groups(bool enabled);
 // The most rows row groups take: kQuantMmaDefaultGroupedRows, or
 // RINGLM_CUDA_QUANT_MMA_GROUPED_ROWS (17..kQuantMmaMaxGroupedRows) read at start-up for
 // same-binary A/Bs. A process constant: a row's bits never depend on the batch it is in.
