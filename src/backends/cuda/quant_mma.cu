@@ -214,6 +214,13 @@ __device__ __forceinline__ void cp_async16_ca(void* smem, const void* gmem) {
   asm volatile("cp.async.ca.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(gmem) : "memory");
 }
 
+// Registers for 4 blocks per SM, or 3 where shared memory fits no more anyway: 32-row blocks and
+// the staged 16-row blocks (3 x 57 KB of x pages and scales), which at 4 spilled 28-36 bytes.
+template <int MT, bool kStaged>
+constexpr int quant_mma_min_blocks() {
+  return MT == 4 || (MT == 2 && kStaged) ? 3 : 4;
+}
+
 // kStaged: scales and biases come with each x page through shared memory (one 4-byte copy per
 // two groups of a row) instead of four 2-byte global loads per lane and chunk (Nsight: 39 % of
 // the sectors the kernel requested were these loads' excess).
@@ -226,7 +233,8 @@ __device__ __forceinline__ void cp_async16_ca(void* smem, const void* gmem) {
 // kRowGroups (17 to quant_mma_grouped_rows() rows): the block's rows are its group's (a separate
 // instantiation: the group arithmetic costs the 1-16-row kernels registers).
 template <int BITS, int MT, bool kStaged, bool kWarpX, bool kRowGroups>
-__global__ void __launch_bounds__(kThreads, MT == 4 ? 3 : 4) quant_mma_kernel(const MmaArgs a) {
+__global__ void __launch_bounds__(kThreads, quant_mma_min_blocks<MT, kStaged>())
+    quant_mma_kernel(const MmaArgs a) {
   static_assert(!kWarpX || (MT == 1 && !kStaged), "warp-private x pages: one row, no staging");
   static_assert(kRowGroups ? MT == 2 || MT == 4 : MT <= 2, "row groups: 16 or 32 rows a block");
   constexpr int kStages = x_stages<MT>();
