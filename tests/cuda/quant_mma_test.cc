@@ -255,18 +255,22 @@ TEST(CudaQuantMma, JoinedTargetsEqualSeparateCallsBitwise) {
   EXPECT_TRUE(testing::bitwise_equal(y4.to_host().t(), a4.to_host().t()));
 }
 
-// Row groups (17-64 rows, quant_mma_row_groups(): on by default): each group of 16 rows — or of 32
-// with wide groups — runs a 16-row (32-row) call's blocks, so the rows are the bits of 16-row calls
-// over them (the last group shorter) — with and without splits of K, with staged and per-lane
-// scales, both widths — and match the CPU.
+// Row groups (17-64 rows, 96 with wide groups; quant_mma_row_groups(): on by default): each group
+// of 16 rows — or of 32 with wide groups, where they pay — runs a 16-row (32-row) call's blocks, so
+// the rows are the bits of 16-row calls over them (the last group shorter) — with and without
+// splits of K, with staged and per-lane scales, both widths — and match the CPU.
 TEST(CudaQuantMma, RowGroupsAreTheBitsOfSixteenRowCalls) {
   RINGLM_REQUIRE_GPU();
   const SwitchFor groups(cuda::quant_mma_row_groups, cuda::set_quant_mma_row_groups, true);
   for (int bits : {4, 8}) {
-    for (const Case& c : {Case{17, 4096, 1024}, Case{40, 512, 1000}, Case{64, 14336, 64}}) {
+    for (const Case& c :
+         {Case{17, 4096, 1024}, Case{40, 512, 1000}, Case{64, 14336, 64}, Case{80, 512, 1000}}) {
       for (bool wide : {false, true}) {
         const SwitchFor wide_groups(cuda::quant_mma_wide_groups, cuda::set_quant_mma_wide_groups,
                                     wide);
+        if (c.M > cuda::quant_mma_grouped_rows()) continue;  // 16-row groups stop at 64
+        // 40 rows: three 16-row groups beat two of 32 (the rule); the others take 32-row ones.
+        const bool expect_wide = wide && c.M != 40;
         SCOPED_TRACE(::testing::Message() << "bits=" << bits << " M=" << c.M << " K=" << c.K
                                           << " N=" << c.N << (wide ? " wide groups" : ""));
         const QuantFixture f(c.N, c.K, bits, 64, DType::BF16, static_cast<uint32_t>(c.M + bits));
@@ -281,8 +285,10 @@ TEST(CudaQuantMma, RowGroupsAreTheBitsOfSixteenRowCalls) {
                                   staged);
           OnDevice all(DType::F32, {c.M, c.N});
           const int64_t before = cuda::quant_mma_count();
+          const int64_t wide_before = cuda::quant_mma_wide_group_count();
           matmul(dx.t(), w, Tensor(), all.t());
           ASSERT_EQ(cuda::quant_mma_count(), before + 1) << "the row groups did not run";
+          ASSERT_EQ(cuda::quant_mma_wide_group_count(), wide_before + (expect_wide ? 1 : 0));
           const Owned got = all.to_host();
           for (int64_t m0 = 0; m0 < c.M; m0 += 16) {
             const int64_t rows = std::min<int64_t>(16, c.M - m0);

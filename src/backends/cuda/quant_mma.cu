@@ -513,7 +513,7 @@ std::atomic<bool>& enabled_flag() {
   static std::atomic<bool> on{env_switch_on("RINGLM_CUDA_QUANT_MMA")};
   return on;
 }
-std::atomic<int64_t> g_count{0}, g_warp_x_count{0};
+std::atomic<int64_t> g_count{0}, g_warp_x_count{0}, g_wide_group_count{0};
 
 // Blocks per SM the split rule aims for (4 fit by the launch bounds): 4, or
 // RINGLM_CUDA_QUANT_MMA_BLOCKS_PER_SM (1..8) read at start-up, for same-binary A/B runs.
@@ -551,7 +551,7 @@ std::atomic<bool>& row_groups_flag() {
 }
 
 std::atomic<bool>& wide_groups_flag() {
-  static std::atomic<bool> on{env_switch_on("RINGLM_CUDA_QUANT_MMA_WIDE_GROUPS", false)};
+  static std::atomic<bool> on{env_switch_on("RINGLM_CUDA_QUANT_MMA_WIDE_GROUPS")};
   return on;
 }
 
@@ -602,6 +602,16 @@ void launch(const MmaArgs& args, int blocks, bool scales_aligned, cudaStream_t s
     }
     launch_variant<BITS, MT, false>(args, blocks, stream);
   }
+}
+
+// Whether M rows run faster as 32-row groups than as 16-row ones: a 32-row group costs ~1.6 16-row
+// groups (H100, 8B mlx4 at 512 context: 48 rows as two 32-row groups ran 0.93x three 16-row ones,
+// 40 rows 0.93x; 24 / 56 / 64 / 80 rows 1.08 / 1.13 / 1.15 / 1.07x; docs/benchmarks.md,
+// twenty-seventh session). A row's bits do not depend on its group, so the choice may follow M.
+bool wide_groups_pay(int64_t M) {
+  const int64_t wide = (M + 2 * kGroupRows - 1) / (2 * kGroupRows);
+  const int64_t narrow = (M + kGroupRows - 1) / kGroupRows;
+  return 8 * wide < 5 * narrow;
 }
 
 bool aligned16(const void* p) {
@@ -656,8 +666,9 @@ void quant_mma_many(std::span<const QuantMma> targets) {
   args.group_shift = shift;
   args.M = static_cast<int>(M);
   args.K = static_cast<int>(K);
-  // Rows past 16: groups of 16 rows, or of 32 (MT = 4) with wide groups.
-  const bool wide_groups = M > kGroupRows && wide_groups_flag().load(std::memory_order_relaxed);
+  // Rows past 16: groups of 16 rows, or of 32 (MT = 4) where they pay (wide_groups_pay).
+  const bool wide_groups =
+      M > kGroupRows && wide_groups_flag().load(std::memory_order_relaxed) && wide_groups_pay(M);
   const int64_t group_rows = wide_groups ? 2 * kGroupRows : kGroupRows;
   args.row_groups = static_cast<int>((M + group_rows - 1) / group_rows);
   MmaTarget* slots[kMaxTargets] = {&args.t0, &args.t1, &args.t2};
@@ -711,6 +722,7 @@ void quant_mma_many(std::span<const QuantMma> targets) {
   }
   const bool wide = M > 8;
   cudaStream_t stream = ctx.stream();
+  if (wide_groups) g_wide_group_count.fetch_add(1, std::memory_order_relaxed);
   if (q0.bits == 4) {
     wide_groups ? launch<4, 4>(args, blocks, scales_aligned, stream)
     : wide      ? launch<4, 2>(args, blocks, scales_aligned, stream)
@@ -760,9 +772,10 @@ int64_t quant_mma_grouped_rows() {
   static const int64_t rows = [] {
     const char* v = std::getenv("RINGLM_CUDA_QUANT_MMA_GROUPED_ROWS");
     const int64_t n = v == nullptr ? 0 : std::atoll(v);
-    return n > kQuantMmaMaxRows && n <= kQuantMmaMaxGroupedRows ? n : kQuantMmaDefaultGroupedRows;
+    return n > kQuantMmaMaxRows && n <= kQuantMmaMaxGroupedRows ? n : int64_t{0};
   }();
-  return rows;
+  if (rows > 0) return rows;
+  return quant_mma_wide_groups() ? kQuantMmaDefaultWideGroupedRows : kQuantMmaDefaultGroupedRows;
 }
 
 bool quant_mma_warp_x() {
@@ -775,6 +788,10 @@ void set_quant_mma_warp_x(bool enabled) {
 
 int64_t quant_mma_count() {
   return g_count.load(std::memory_order_relaxed);
+}
+
+int64_t quant_mma_wide_group_count() {
+  return g_wide_group_count.load(std::memory_order_relaxed);
 }
 
 int64_t quant_mma_warp_x_count() {

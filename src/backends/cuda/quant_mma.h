@@ -25,9 +25,11 @@
 namespace ringlm::cuda {
 
 constexpr int64_t kQuantMmaMaxRows = 16;
-// Row groups: the most rows a call may have (the kernel's bound) and the default limit.
+// Row groups: the most rows a call may have (the kernel's bound) and the default limits with
+// 16-row groups only and with 32-row groups where they pay.
 constexpr int64_t kQuantMmaMaxGroupedRows = 128;
 constexpr int64_t kQuantMmaDefaultGroupedRows = 64;
+constexpr int64_t kQuantMmaDefaultWideGroupedRows = 96;
 
 struct QuantMma {
   const Tensor* x;                // F32[M, K], rows may be strided
@@ -63,18 +65,21 @@ void set_quant_mma_staged_scales(bool enabled);
 // of dequantized tiles for cuBLAS: on unless RINGLM_CUDA_QUANT_MMA_ROW_GROUPS=0 or
 // set_quant_mma_row_groups(false). H100, 8B mlx4 at 512 context: steps of 17 / 24 / 32 / 48 / 64
 // rows 2.25 / 2.11 / 2.04 / 1.54 / 1.21x the tiles (mlx8: 2.15x at 32, 1.24x at 64; at 96 rows
-// 0.89x, hence the limit; docs/benchmarks.md, twenty-seventh session).
+// 0.89x: 16-row groups stop at 64; docs/benchmarks.md, twenty-seventh session).
 bool quant_mma_row_groups();
 void set_quant_mma_row_groups(bool enabled);
-// Whether row groups are 32 rows (a block's dequantized codes serve four n-tiles of 8 rows
-// instead of two; x pages two in flight instead of three, 3 blocks per SM) instead of 16: off
-// unless RINGLM_CUDA_QUANT_MMA_WIDE_GROUPS=1 or set_quant_mma_wide_groups(true), until a GPU run
-// measures it. The same bits either way (a row's sum does not depend on its n-tile).
+// Whether row groups may be 32 rows (a block's dequantized codes serve four n-tiles of 8 rows
+// instead of two; x pages two in flight instead of three, 3 blocks per SM) instead of 16, where
+// that pays: 17-32, 49-96 rows (a 32-row group costs ~1.6 16-row ones; H100, mlx4 8B: 1.07-1.15x
+// at 24-80 rows, and to 96 rows 1.06-1.10x the tiles): on unless
+// RINGLM_CUDA_QUANT_MMA_WIDE_GROUPS=0 or set_quant_mma_wide_groups(false). The same bits either
+// way (a row's sum does not depend on its group or n-tile).
 bool quant_mma_wide_groups();
 void set_quant_mma_wide_groups(bool enabled);
-// The most rows row groups take: kQuantMmaDefaultGroupedRows, or
-// RINGLM_CUDA_QUANT_MMA_GROUPED_ROWS (17..kQuantMmaMaxGroupedRows) read at start-up for
-// same-binary A/Bs. A process constant: a row's bits never depend on the batch it is in.
+// The most rows row groups take: 96 with wide groups, 64 without (past them the tiles' single
+// dequantization of each code is cheaper), or RINGLM_CUDA_QUANT_MMA_GROUPED_ROWS
+// (17..kQuantMmaMaxGroupedRows) read at start-up for same-binary A/Bs. A process constant (tests
+// aside): a row's bits never depend on the batch it is in.
 int64_t quant_mma_grouped_rows();
 // Whether one-row calls give each warp its own x pages (a __syncwarp per page instead of a block
 // barrier; H100, mlx4 8B: steps 1.05-1.06x at 512 x 1 and k8v3 at 32k x 1, and not faster at 2
@@ -86,5 +91,6 @@ void set_quant_mma_warp_x(bool enabled);
 // check which path a matmul took).
 int64_t quant_mma_count();
 int64_t quant_mma_warp_x_count();
+int64_t quant_mma_wide_group_count();  // calls that ran 32-row groups
 
 }  // namespace ringlm::cuda
