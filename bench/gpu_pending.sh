@@ -24,7 +24,8 @@
 # Stages that need no tests (twenty-sixth session): `ncu` (per-SASS-instruction profiles of the
 # one-row k8v3 decode kernel and quant_mma, first), `suite` (the whole GPU suite) and `warpx`
 # (quant_mma's A/B over mlx4/mlx8 checkpoints: WARPX_* settings below), e.g.
-# `STAGES="suite warpx" bench/gpu_pending.sh`. A second archive for side A
+# `STAGES="suite warpx" bench/gpu_pending.sh`. Stage `pipelined` (twenty-seventh session): the
+# pipelined one-row k8v3 decode kernel's tests and A/B (below). A second archive for side A
 # (WARPX_PREBUILT_A) fits the 64 MiB carry only with just ./ringlm and ./PACKED in it and
 # tests/fixtures out of the index (`git rm -r -q --cached tests/fixtures models`, both in
 # .git/info/exclude; `git reset -q -- tests/fixtures models` after the call).
@@ -135,6 +136,22 @@ if [[ $stages == *" warpx "* ]]; then
     AB_ROWS="$rows" timed_ab "${LIMIT_WARPX:-150}" warpx
 fi
 
+# Stage pipelined (twenty-seventh session, not yet run): the pipelined k8v3 decode kernel of
+# one-row grids — its bits test and the TurboQuant suite, then A = the register kernel
+# (RINGLM_CUDA_TURBO_PIPELINED=0), B = pipelined, over the random mlx4 8B checkpoint: k8v3 at 32k
+# and 4k × 1 (the grids it serves), and 32k × 2 (not served: a control).
+if [[ $stages == *" pipelined "* ]]; then
+  timeout 150 build-cuda/ringlm_cuda_tests --gtest_filter='CudaQuantizedKv.*' \
+    >"$out/pipelined_tests.log" 2>&1
+  elapsed "TurboQuant tests: exit $?"
+  grep -E "^\[  (FAILED|PASSED) |Failure" "$out/pipelined_tests.log" | head -20
+  mlx4_model
+  rows="--model $mlx4 --kv-memory $kv --context 32768 --batch 1,2 --kv-format turbo;"
+  rows+="--model $mlx4 --kv-memory $kv --context 4096 --batch 1 --kv-format turbo"
+  AB_TESTS=0 AB_ROUNDS=${ROUNDS:-2} AB_ENV_A="RINGLM_CUDA_TURBO_PIPELINED=0" \
+    AB_ENV_B="RINGLM_CUDA_TURBO_PIPELINED=1" AB_ROWS="$rows" \
+    timed_ab "${LIMIT_PIPELINED:-200}" pipelined
+fi
 
 # Stages ab8 and absg: each feature against the defaults over the rows it changes only (fewer
 # runs than ab's three sides over every row, for a short call).
