@@ -1,0 +1,508 @@
+// The tensor-core decode GEMM for MLX-quantized weights (quant_mma.h): y[M, N] = x[M, K] ·
+// dequant(w)[N, K]ᵀ (+ bias) for 1..16 rows, 4- or 8-bit codes, bf16 scales and biases.
+//
+// Computed as yᵀ = dequant(w) · xᵀ on mma.m16n8k16 (bf16 in, f32 accumulate): w's rows are the
+// mma's 16 rows (y's columns), x's rows its 8 columns (two n-tiles for 9..16 rows). A block of 4
+// warps owns 64 consecutive w rows (16 per warp) and a range of K (its split), walked in chunks of
+// 16 bytes of codes per lane and row (4-bit: 128 k, 8-bit: 64 k):
+//  - codes go from global memory straight into registers, kDepth chunks ahead (evict-first: each
+//    code is read once), the first ones before waiting for the kernel before this one (PDL);
+//    thread (g, c) of a warp (g = lane / 4, c = lane % 4) loads 16 bytes at k = c·(chunk / 4) of
+//    rows g and g + 8, so the four lanes of a row read 64 contiguous bytes;
+//  - each lane turns its codes into bf16 pairs in registers, the A fragments, with its own group's
+//    scale and bias (a lane's 32 or 16 codes lie in one group of 32, 64 or 128);
+//  - x arrives in f32 pages of 256 k per row by cp.async (3 pages in flight; 16-byte units stored
+//    lane-major, see kRowUnits, so a lane's fragment reads are fixed offsets from one base and hit
+//    distinct banks) and each lane rounds its B fragments to bf16 from there; rows past M are
+//    zeros written once, never copied.
+// Several weights over the same x (q/k/v, gate/up) share one launch: grid blocks are dealt out
+// to the targets in order, each target with its own split of K (its outputs are the bits of its
+// own launch).
+// The mma's k order is a permutation of a chunk's k, the same for the codes and x (a sum does not
+// care about the order of its terms; the tensor core's accumulation order is its own, the same for
+// every column):
+//  - 4-bit: word j of a lane's 16 bytes holds codes k0 .. k0 + 7 (k0 = 32c + 8j); the nibble pairs
+//    (0, 4), (1, 5), (2, 6), (3, 7) are one mask-and-or each (bits 4p and 16 + 4p into the mantissa
+//    of bf16 128: 128 + q exactly), minus 128 and times scale plus bias in one bf16x2 FMA each;
+//    k-step s of word j takes pairs 2s (fragment columns 2c, 2c + 1) and 2s + 1 (2c + 8, 2c + 9),
+//    and x's B fragments pair the same k.
+//  - 8-bit: word j holds codes k0 .. k0 + 3 (k0 = 16c + 4j), made exact f32 by a byte permute under
+//    2^23, dequantized by an f32 FMA and rounded to bf16 pairs (0, 1) and (2, 3): k-step j.
+// Measured (H200, 8B mlx4, docs/benchmarks.md): 2.3× the f32 GEMV at batch 1, 4.1× at 8; gate/up
+// at 1.6 TB/s, 261 instructions per warp chunk, 4 blocks per SM by registers.
+// Splits: with fewer column tiles than the GPU wants blocks, K is cut into `splits` ranges of whole
+// pages; each block writes its partial sums, and the last block of a tile to finish (a ticket per
+// tile) adds the splits in split order into y and resets the ticket.
+#pragma once
+
+#include <cuda_bf16.h>
+
+#include <cstdint>
+
+#include "backends/cuda/device/common.cuh"
+#include "backends/cuda/device/mma.cuh"
+#include "backends/cuda/device/pdl.cuh"
+#include "backends/cuda/quant_mma.h"
+
+// The kernel and its layouts; quant_mma.cu plans the splits and launches it.
+namespace ringlm::cuda::quant_mma_detail {
+
+constexpr int kWarps = 4;
+constexpr int kThreads = 32 * kWarps;
+constexpr int kTileCols = 16 * kWarps;  // w rows (y columns) per block: one mma m-tile per warp
+constexpr int kPageK = 256;             // k per x page
+constexpr int kPageUnits = kPageK / 4;  // 16-byte f32 units per x row of a page
+constexpr int kXStages = 3;             // x pages in flight (shared memory)
+constexpr int kDepth = 4;               // chunks of codes in flight per thread
+// Staged scales: a page's scales and biases of the block's rows in shared memory, up to 8 groups
+// (group size 32) per row and page.
+constexpr int kPageGroupsMax = kPageK / 32;
+constexpr int kScaleStageWords = 2 * kTileCols * kPageGroupsMax / 2;  // u32 words: scales, biases
+// x pages in flight for MT n-tiles of rows: 32-row blocks (MT = 4) keep two, so that three blocks
+// fit an SM's shared memory (2 × 34 KB of x pages each).
+template <int MT>
+constexpr int x_stages() {
+  return MT == 4 ? 2 : kXStages;
+}
+
+template <int BITS>
+struct Chunking {
+  static constexpr int kChunkK = 512 / BITS;  // 16 bytes of codes per lane and row, 4 lanes
+  static constexpr int kLaneK = kChunkK / 4;  // codes per lane and row: 32 or 16
+  static constexpr int kChunksPerPage = kPageK / kChunkK;
+  static_assert(kDepth % kChunksPerPage == 0, "a page starts at a fixed slot of the code ring");
+};
+
+// One weight of a launch (q, k and v, or gate and up, share one launch and x).
+struct MmaTarget {
+  const uint32_t* codes;   // U32[N, row_words]
+  const uint16_t* scales;  // BF16[N, groups] (as bits)
+  const uint16_t* biases;  // BF16[N, groups]
+  device::AnyFloat bias;   // [N] or null
+  float* y;                // F32[M, ldy]
+  float* partials;         // F32[splits, M, N] (splits > 1)
+  int64_t ldy;
+  int N, tiles, splits, pages_per_split;
+  int block_begin;   // its first block in the grid (INT_MAX for an unused slot)
+  int ticket_begin;  // its first column tile's ticket
+};
+
+constexpr int kMaxTargets = 3;
+struct MmaArgs {
+  MmaTarget t0, t1, t2;  // in grid order; named, not an array: selects, no local copies
+  const float* x;        // F32[M, ldx]
+  unsigned* tickets;     // [row_groups][column tiles of all targets], zero between launches
+  int64_t ldx, row_words;
+  int groups, group_shift;  // group = k >> group_shift
+  int M, K;
+  int row_groups;         // groups of kGroupRows rows (1 up to kQuantMmaMaxRows rows)
+  int tickets_per_group;  // column tiles of all targets
+};
+
+// Rows a block multiplies: calls of more rows (quant_mma_row_groups()) give each group of
+// kGroupRows rows (32 with wide groups: quant_mma_wide_groups()) its own blocks, adjacent in the
+// grid to the same tile's other groups so that their codes come from L2 after the first group's
+// read.
+constexpr int kGroupRows = static_cast<int>(kQuantMmaMaxRows);
+
+// The target that owns grid block `block`.
+__device__ __forceinline__ MmaTarget target_of(const MmaArgs& a, int block) {
+  MmaTarget t = a.t0;
+  if (block >= a.t1.block_begin) t = a.t1;
+  if (block >= a.t2.block_begin) t = a.t2;
+  return t;
+}
+
+// x pages in shared memory: a row is kRowUnits 16-byte f32 units (4 of padding). Within each
+// chunk's span the units are stored lane-major-last: unit (c, i) — the i-th unit of lane c's
+// k-range — at i·4 + c, so a lane reads its fragments at fixed offsets from one base, and the 8
+// lanes of a quarter-warp (c = 0..3, rows g of both parities: the row stride is 4 mod 8 units)
+// hit 8 distinct 16-byte bank groups.
+constexpr int kRowUnits = kPageUnits + 4;
+// A warp's private pages (kWarpX, one row): stages of 72 units (0 mod 8), then 4 units of
+// padding and a row of zeros (what lanes g > 0 read) — 4 mod 8 units off every stage's row, so
+// the two rows one quarter-warp reads hit distinct bank groups.
+constexpr int kWarpXStageUnits = 72;
+constexpr int kWarpXZeroRow = kXStages * kWarpXStageUnits + 4;
+constexpr int kWarpXUnits = kWarpXZeroRow + kRowUnits + 4;  // 0 mod 8: every warp's the same
+template <int BITS>
+__device__ __forceinline__ int stored_unit(int u) {  // u: the unit's index in its page row
+  constexpr int kChunkUnits = Chunking<BITS>::kChunkK / 4, kLaneUnits = kChunkUnits / 4;
+  const int chunk = u / kChunkUnits, w = u % kChunkUnits;
+  return chunk * kChunkUnits + (w % kLaneUnits) * 4 + w / kLaneUnits;
+}
+
+// One chunk of a lane's codes: 16 bytes of rows g and g + 8 and (unless staged through shared
+// memory) their groups' scale and bias.
+struct Chunk {
+  uint4 a, b;
+  uint32_t scale_a, bias_a, scale_b, bias_b;  // bf16 bits
+};
+struct ScaleBias {
+  uint32_t scale_a, bias_a, scale_b, bias_b;  // bf16 bits
+};
+
+__device__ __forceinline__ uint32_t word(const uint4& v, int j) {
+  return j == 0 ? v.x : j == 1 ? v.y : j == 2 ? v.z : v.w;
+}
+
+__device__ __forceinline__ uint32_t bf16_pair(uint32_t bits) {  // (v, v)
+  return __byte_perm(bits, 0, 0x1010);
+}
+
+__device__ __forceinline__ __nv_bfloat162 as_bf162(uint32_t v) {
+  return *reinterpret_cast<const __nv_bfloat162*>(&v);
+}
+__device__ __forceinline__ uint32_t as_u32(__nv_bfloat162 v) {
+  return *reinterpret_cast<const uint32_t*>(&v);
+}
+
+// Nibbles p and p + 4 of a 4-bit word dequantized: bf16(s·q + b) in the low and high half.
+template <int P>
+__device__ __forceinline__ uint32_t dequant_nibbles(uint32_t w, __nv_bfloat162 scale,
+                                                    __nv_bfloat162 bias) {
+  uint32_t magic;  // (w >> 4P) & 0x000F000F | 0x43004300: bf16 128 + q in each half
+  asm("lop3.b32 %0, %1, %2, %3, 0xEA;"
+      : "=r"(magic)
+      : "r"(w >> (4 * P)), "r"(0x000F000Fu), "r"(0x43004300u));
+  const __nv_bfloat162 q = __hsub2(as_bf162(magic), as_bf162(0x43004300u));  // exact
+  return as_u32(__hfma2(q, scale, bias));
+}
+
+// The 8 codes of a 4-bit word dequantized as the pairs (p, p + 4), p = 0..3.
+__device__ __forceinline__ void dequant_word(uint32_t w, __nv_bfloat162 scale, __nv_bfloat162 bias,
+                                             uint32_t (&pairs)[4]) {
+  pairs[0] = dequant_nibbles<0>(w, scale, bias);
+  pairs[1] = dequant_nibbles<1>(w, scale, bias);
+  pairs[2] = dequant_nibbles<2>(w, scale, bias);
+  pairs[3] = dequant_nibbles<3>(w, scale, bias);
+}
+
+// Byte E of an 8-bit word as an exact float (2^23 + q built by a byte permute, 2^23 subtracted).
+template <int E>
+__device__ __forceinline__ float code_byte(uint32_t w) {
+  return __uint_as_float(__byte_perm(w, 0x4B000000u, 0x7440u | E)) - 8388608.0f;
+}
+
+// Bytes E and E + 1 of an 8-bit word dequantized in f32 (s·q + b) and rounded to a bf16 pair.
+template <int E>
+__device__ __forceinline__ uint32_t dequant_bytes(uint32_t w, float scale, float bias) {
+  return device::pack2<__nv_bfloat16>(fmaf(scale, code_byte<E>(w), bias),
+                                      fmaf(scale, code_byte<E + 1>(w), bias));
+}
+
+__device__ __forceinline__ float bf16_bits_to_f32(uint32_t bits) {
+  return __uint_as_float(bits << 16);
+}
+
+// 4 bytes global -> shared (cp.async.ca: sizes below 16 bytes go through L1).
+__device__ __forceinline__ void cp_async4(void* smem, const void* gmem) {
+  const auto dst = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(dst), "l"(gmem) : "memory");
+}
+
+// 16 bytes global -> shared through L1 (cp.async.ca). Every x copy takes it: all blocks of a
+// launch read the same x, and through L2 alone (cp.async.cg) those few lines were the bottleneck
+// — through L1, where a block's warps and the SM's blocks share them, steps ran 1.1-1.47x at 2-16
+// rows (H100, mlx4/mlx8 8B; docs/benchmarks.md, twenty-sixth session).
+__device__ __forceinline__ void cp_async16_ca(void* smem, const void* gmem) {
+  const auto dst = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(gmem) : "memory");
+}
+
+// Registers for 4 blocks per SM, or 3 where shared memory fits no more anyway: 32-row blocks and
+// the staged 16-row blocks (3 x 57 KB of x pages and scales), which at 4 spilled 28-36 bytes.
+template <int MT, bool kStaged>
+constexpr int quant_mma_min_blocks() {
+  return MT == 4 || (MT == 2 && kStaged) ? 3 : 4;
+}
+
+// kStaged: scales and biases come with each x page through shared memory (one 4-byte copy per
+// two groups of a row) instead of four 2-byte global loads per lane and chunk (Nsight: 39 % of
+// the sectors the kernel requested were these loads' excess).
+// kWarpX (one row): each warp copies its own x pages, so a page costs a __syncwarp instead of a
+// block barrier (Nsight, mlx4 gate/up at one row: 13 % of the warps' cycles stalled at the page
+// barrier); lanes g > 0 read a row of zeros. The copies go through L1, where the block's four
+// warps share them: through L2 alone, four times the requests on the same few lines of x
+// (every block reads them) made whole steps 0.58x (H100, docs/benchmarks.md). The same loads into
+// the same arithmetic: the same bits.
+// kRowGroups (17 to quant_mma_grouped_rows() rows): the block's rows are its group's (a separate
+// instantiation: the group arithmetic costs the 1-16-row kernels registers).
+template <int BITS, int MT, bool kStaged, bool kWarpX, bool kRowGroups>
+__global__ void __launch_bounds__(kThreads, quant_mma_min_blocks<MT, kStaged>())
+    quant_mma_kernel(const MmaArgs a) {
+  static_assert(!kWarpX || (MT == 1 && !kStaged), "warp-private x pages: one row, no staging");
+  static_assert(kRowGroups ? MT == 2 || MT == 4 : MT <= 2, "row groups: 16 or 32 rows a block");
+  constexpr int kStages = x_stages<MT>();
+  constexpr int kBlockRows = kRowGroups ? 8 * MT : kGroupRows;  // rows of a group
+  using C = Chunking<BITS>;
+  constexpr int kRows = 8 * MT;  // x rows a stage holds (M rounded up to the mma's 8)
+  constexpr int kStageUnits = kWarpX ? kWarpXStageUnits : kRows * kRowUnits;
+  constexpr int kChunkUnits = C::kChunkK / 4;
+  // [kStages][kRows][kRowUnits], then the staged scales
+  // ([kStages][scale, bias][kTileCols][kPageGroupsMax] bf16 bits, kStaged); kWarpX: per warp
+  // [kXStages][kWarpXStageUnits], padding and a zero row.
+  extern __shared__ __align__(16) float4 xs[];
+  auto* staged = reinterpret_cast<uint16_t*>(xs + kStages * kStageUnits);
+  __shared__ bool last_block;
+  const int warp = static_cast<int>(threadIdx.x) >> 5, lane = static_cast<int>(threadIdx.x) & 31;
+  float4* const x_pages = kWarpX ? xs + warp * kWarpXUnits : xs;
+  const float4* const zero_row = x_pages + kWarpXZeroRow;  // kWarpX
+  const int g = lane >> 2, c = lane & 3;
+  const int row_groups = kRowGroups ? a.row_groups : 1;
+  const int block = static_cast<int>(blockIdx.x) / row_groups;
+  const int m0 = kBlockRows * (static_cast<int>(blockIdx.x) % row_groups);  // the group's row 0
+  const int group_rows = kRowGroups ? min(a.M - m0, kBlockRows) : 0;
+  // The block's rows x[m0 .. m0 + rows()) (a.M read where used without groups: the same code as
+  // before them).
+  const auto rows = [&] { return kRowGroups ? group_rows : a.M; };
+  const MmaTarget T = target_of(a, block);
+  const int tile = (block - T.block_begin) % T.tiles, split = (block - T.block_begin) / T.tiles;
+  const int first_page = split * T.pages_per_split;
+  const int pages = min(T.pages_per_split, a.K / kPageK - first_page);  // >= 1 by the plan
+  const int count = pages * C::kChunksPerPage;
+  const int first = first_page * C::kChunksPerPage;
+  const int row0 = tile * kTileCols + 16 * warp;
+  // Rows past N (the last tile only) re-read row N - 1 and are never stored.
+  const int64_t ra = min(row0 + g, T.N - 1), rb = min(row0 + g + 8, T.N - 1);
+  const uint4* wa = reinterpret_cast<const uint4*>(T.codes + ra * a.row_words) + first * 4 + c;
+  const uint4* wb = reinterpret_cast<const uint4*>(T.codes + rb * a.row_words) + first * 4 + c;
+  const uint16_t* sa = T.scales + ra * a.groups;
+  const uint16_t* sb = T.scales + rb * a.groups;
+  const uint16_t* ba = T.biases + ra * a.groups;
+  const uint16_t* bb = T.biases + rb * a.groups;
+  const int lane_k = first * C::kChunkK + c * C::kLaneK;  // the lane's first k
+  const auto load_w = [&](int i, Chunk& d) {
+    if (i >= count) return;
+    d.a = __ldcs(wa + i * 4);
+    d.b = __ldcs(wb + i * 4);
+    if constexpr (kStaged) return;
+    const int group = (lane_k + i * C::kChunkK) >> a.group_shift;
+    d.scale_a = __ldg(sa + group);
+    d.bias_a = __ldg(ba + group);
+    d.scale_b = __ldg(sb + group);
+    d.bias_b = __ldg(bb + group);
+  };
+  // Codes are no earlier kernel's output: their first loads go out before the wait.
+  Chunk wv[kDepth];
+#pragma unroll
+  for (int p = 0; p < kDepth; ++p) load_w(p, wv[p]);
+  // x rows past M read as zeros in every stage (load_x writes real rows only).
+  if constexpr (kWarpX) {
+    for (int v = lane; v < kRowUnits; v += 32)
+      x_pages[kWarpXZeroRow + v] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+  } else {
+    for (int v = static_cast<int>(threadIdx.x); v < kStages * kStageUnits; v += kThreads) {
+      if ((v / kRowUnits) % kRows >= rows()) xs[v] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    }
+  }
+  device::wait_prior_grid();
+  device::launch_dependents();
+
+  // This thread's share of a page's x copies, fixed for the kernel: unit copy_unit (and + 32 for a
+  // warp's copies) of rows copy_row, copy_row + kCopyRowStep, ... — the index arithmetic once here
+  // instead of per page and unit (not with kStaged: the kernel is at its register limit there, and
+  // the precomputed offsets spill: 0.99x at 16 rows).
+  constexpr int kCopiers = kWarpX ? 32 : kThreads;
+  constexpr int kCopyUnits = kCopiers >= kPageUnits ? 1 : kPageUnits / kCopiers;  // per row
+  constexpr int kCopyRowStep = kCopiers >= kPageUnits ? kCopiers / kPageUnits : 1;
+  const int copier = kWarpX ? lane : static_cast<int>(threadIdx.x);
+  const int copy_row = copier / kPageUnits, copy_unit = copier % kPageUnits;
+  const float* const copy_src = a.x + (m0 + copy_row) * a.ldx + 4 * copy_unit;  // + page's k0
+  const int copy_dst = copy_row * kRowUnits + stored_unit<BITS>(copy_unit);
+  const auto load_x = [&](int page) {  // page into stage page % kStages; real rows only
+    if (page < pages) {
+      const int64_t k0 = int64_t{first_page + page} * kPageK;
+      float4* stage = x_pages + (page % kStages) * kStageUnits;
+      if constexpr (kStaged) {
+        for (int v = static_cast<int>(threadIdx.x); v < rows() * kPageUnits; v += kThreads) {
+          const int r = v / kPageUnits, u = v % kPageUnits;
+          cp_async16_ca(stage + r * kRowUnits + stored_unit<BITS>(u),
+                        a.x + (m0 + r) * a.ldx + k0 + 4 * u);
+        }
+      } else {
+        const float* src = copy_src + k0;
+        float4* dst = stage + copy_dst;
+        for (int r = copy_row; r < rows(); r += kCopyRowStep) {
+#pragma unroll
+          for (int i = 0; i < kCopyUnits; ++i) {
+            const int at =
+                i == 0 ? 0
+                       : stored_unit<BITS>(copy_unit + i * kCopiers) - stored_unit<BITS>(copy_unit);
+            cp_async16_ca(dst + at, src + 4 * i * kCopiers);
+          }
+          src += kCopyRowStep * a.ldx;
+          dst += kCopyRowStep * kRowUnits;
+        }
+      }
+      if constexpr (kStaged) {
+        // Row r's groups of the page: words of two groups each (groups per row are even).
+        const int words = (kPageK >> a.group_shift) / 2;
+        const int64_t group0 = k0 >> a.group_shift;
+        uint16_t* dst = staged + (page % kStages) * 2 * kTileCols * kPageGroupsMax;
+        for (int v = static_cast<int>(threadIdx.x); v < 2 * kTileCols * words; v += kThreads) {
+          const int which = v / (kTileCols * words), r = v / words % kTileCols, w = v % words;
+          const int64_t row = min(tile * kTileCols + r, T.N - 1);
+          const uint16_t* src = (which == 0 ? T.scales : T.biases) + row * a.groups + group0;
+          cp_async4(dst + (which * kTileCols + r) * kPageGroupsMax + 2 * w, src + 2 * w);
+        }
+      }
+    }
+    device::cp_async_commit();  // empty groups keep the wait counts uniform
+  };
+#pragma unroll
+  for (int p = 0; p < kStages - 1; ++p) load_x(p);
+
+  float acc[MT][4];
+#pragma unroll
+  for (int t = 0; t < MT; ++t) acc[t][0] = acc[t][1] = acc[t][2] = acc[t][3] = 0.0f;
+  // acc[t] += (the warp's 16 rows of dequant(w)) · (x rows 8t .. 8t + 7)ᵀ over chunk ci of a page.
+  // The scale and bias of rows g and g + 8 for chunk ci of the page in `stage`.
+  const auto scale_bias = [&](int stage, int ci, const Chunk& d) {
+    if constexpr (!kStaged) return ScaleBias{d.scale_a, d.bias_a, d.scale_b, d.bias_b};
+    // Row g of the warp's rows in the page's stage; the bias plane follows the scale plane.
+    const int at = stage * 2 * kTileCols * kPageGroupsMax + (16 * warp + g) * kPageGroupsMax +
+                   ((ci * C::kChunkK + c * C::kLaneK) >> a.group_shift);
+    constexpr int kBias = kTileCols * kPageGroupsMax, kRowB = 8 * kPageGroupsMax;
+    return ScaleBias{staged[at], staged[at + kBias], staged[at + kRowB],
+                     staged[at + kBias + kRowB]};
+  };
+  const auto consume = [&](const float4* stage, int ci, const ScaleBias& d, const Chunk& w) {
+    // xr[t][4i]: unit i of lane c's k-range in the chunk, x row 8t + g.
+    const float4* xr[MT];
+#pragma unroll
+    for (int t = 0; t < MT; ++t) {
+      const float4* row = !kWarpX ? stage + (8 * t + g) * kRowUnits : g == 0 ? stage : zero_row;
+      xr[t] = row + ci * kChunkUnits + c;
+    }
+    if constexpr (BITS == 4) {
+      const __nv_bfloat162 scale_a = as_bf162(bf16_pair(d.scale_a));
+      const __nv_bfloat162 bias_a = as_bf162(bf16_pair(d.bias_a));
+      const __nv_bfloat162 scale_b = as_bf162(bf16_pair(d.scale_b));
+      const __nv_bfloat162 bias_b = as_bf162(bf16_pair(d.bias_b));
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const uint32_t wa_j = word(w.a, j), wb_j = word(w.b, j);
+        uint32_t pa[4], pb[4];
+        dequant_word(wa_j, scale_a, bias_a, pa);
+        dequant_word(wb_j, scale_b, bias_b, pb);
+#pragma unroll
+        for (int t = 0; t < MT; ++t) {
+          const float4 lo = xr[t][8 * j], hi = xr[t][8 * j + 4];  // k0 .. k0 + 3, k0 + 4 .. + 7
+#pragma unroll
+          for (int s = 0; s < 2; ++s) {
+            const uint32_t frag[4] = {pa[2 * s], pb[2 * s], pa[2 * s + 1], pb[2 * s + 1]};
+            const uint32_t b0 = s == 0 ? device::pack2<__nv_bfloat16>(lo.x, hi.x)
+                                       : device::pack2<__nv_bfloat16>(lo.z, hi.z);
+            const uint32_t b1 = s == 0 ? device::pack2<__nv_bfloat16>(lo.y, hi.y)
+                                       : device::pack2<__nv_bfloat16>(lo.w, hi.w);
+            device::mma16816<__nv_bfloat16>(acc[t], frag, b0, b1);
+          }
+        }
+      }
+    } else {
+      const float scale_a = bf16_bits_to_f32(d.scale_a), bias_a = bf16_bits_to_f32(d.bias_a);
+      const float scale_b = bf16_bits_to_f32(d.scale_b), bias_b = bf16_bits_to_f32(d.bias_b);
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const uint32_t wa_j = word(w.a, j), wb_j = word(w.b, j);
+        const uint32_t frag[4] = {
+            dequant_bytes<0>(wa_j, scale_a, bias_a), dequant_bytes<0>(wb_j, scale_b, bias_b),
+            dequant_bytes<2>(wa_j, scale_a, bias_a), dequant_bytes<2>(wb_j, scale_b, bias_b)};
+#pragma unroll
+        for (int t = 0; t < MT; ++t) {
+          const float4 v = xr[t][4 * j];  // k0 .. k0 + 3
+          device::mma16816<__nv_bfloat16>(acc[t], frag, device::pack2<__nv_bfloat16>(v.x, v.y),
+                                          device::pack2<__nv_bfloat16>(v.z, v.w));
+        }
+      }
+    }
+  };
+  for (int i0 = 0; i0 < count; i0 += kDepth) {
+#pragma unroll
+    for (int p = 0; p < kDepth; ++p) {
+      const int i = i0 + p;
+      if (i >= count) break;
+      constexpr int kPerPage = C::kChunksPerPage;
+      const int page = i / kPerPage;
+      if (p % kPerPage == 0) {  // i0 is a multiple of kDepth, so i starts a page exactly here
+        device::cp_async_wait<kStages - 2>();  // this page's x has landed (this thread's copies)
+        // ... every copier's (the block's, or the warp's), and every reader is done with the page
+        // before
+        if constexpr (kWarpX) {
+          __syncwarp();
+        } else {
+          __syncthreads();
+        }
+        load_x(page + kStages - 1);
+      }
+      const int stage = page % kStages;
+      consume(x_pages + stage * kStageUnits, p % kPerPage, scale_bias(stage, p % kPerPage, wv[p]),
+              wv[p]);
+      load_w(i + kDepth, wv[p]);
+    }
+  }
+  device::cp_async_wait<0>();
+
+  // acc[t][e]: w row row0 + g (+ 8 for e >= 2), x row m0 + 8t + 2c (+ 1 for odd e).
+  const auto for_each_output = [&](auto&& f) {
+#pragma unroll
+    for (int t = 0; t < MT; ++t) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int n = row0 + g + 8 * (e >> 1), m = 8 * t + 2 * c + (e & 1);
+        if (n < T.N && m < rows()) f(acc[t][e], int64_t{m0 + m}, int64_t{n});
+      }
+    }
+  };
+  const auto store = [&](float v, int64_t m, int64_t n) {
+    T.y[m * T.ldy + n] = T.bias.p != nullptr ? v + T.bias[n] : v;
+  };
+  if (T.splits == 1) {
+    for_each_output(store);
+    return;
+  }
+  const int64_t plane = int64_t{a.M} * T.N;  // one split's partial sums
+  float* mine = T.partials + split * plane;
+  for_each_output([&](float v, int64_t m, int64_t n) { mine[m * T.N + n] = v; });
+  __threadfence();  // the partials are visible before the ticket says so
+  __syncthreads();
+  unsigned* ticket = a.tickets + (m0 / kBlockRows) * a.tickets_per_group + T.ticket_begin + tile;
+  if (threadIdx.x == 0) last_block = atomicAdd(ticket, 1u) == static_cast<unsigned>(T.splits - 1);
+  __syncthreads();
+  if (!last_block) return;
+  __threadfence();
+  // The splits' sums added in split order; the loads of kGroup splits go out before their adds.
+  constexpr int kGroup = 8 / MT;
+#pragma unroll
+  for (int t = 0; t < MT; ++t) acc[t][0] = acc[t][1] = acc[t][2] = acc[t][3] = 0.0f;
+  for (int s0 = 0; s0 < T.splits; s0 += kGroup) {
+    float part[kGroup][MT][4];
+#pragma unroll
+    for (int q = 0; q < kGroup; ++q) {
+      const float* plane_q = T.partials + min(s0 + q, T.splits - 1) * plane;
+#pragma unroll
+      for (int t = 0; t < MT; ++t) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int n = row0 + g + 8 * (e >> 1), m = 8 * t + 2 * c + (e & 1);
+          part[q][t][e] =
+              n < T.N && m < rows() ? __ldcg(plane_q + int64_t{m0 + m} * T.N + n) : 0.0f;
+        }
+      }
+    }
+#pragma unroll
+    for (int q = 0; q < kGroup; ++q) {
+      if (s0 + q >= T.splits) break;
+#pragma unroll
+      for (int t = 0; t < MT; ++t) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) acc[t][e] += part[q][t][e];
+      }
+    }
+  }
+  for_each_output(store);
+  if (threadIdx.x == 0) *ticket = 0;  // ready for the next launch
+}
+
+}  // namespace ringlm::cuda::quant_mma_detail
