@@ -29,6 +29,7 @@ using testing::kGemvRows;
 using testing::OnDevice;
 using testing::Owned;
 using testing::QuantFixture;
+using testing::QuantPath;
 
 const int kBits[] = {2, 3, 4, 5, 6, 8};
 const int kGroups[] = {32, 64, 128};
@@ -96,8 +97,11 @@ TEST(CudaQuantMatmul, PipelinedGemvEqualsTheFirstKernel) {
 // y columns and bias slices must line up.
 TEST(CudaQuantMatmul, SeveralColumnTiles) {
   RINGLM_REQUIRE_GPU();
+  const testing::QuantMmaOff mma_off;  // its row groups would take 17 rows
   const QuantFixture f(140000, 256, 4, 64, DType::BF16, 9);
-  expect_matches_cpu(f, 17, true, 21);  // 17 rows: past the tensor-core kernel's 16
+  QuantPath path = QuantPath::Mma;
+  expect_matches_cpu(f, 17, true, 21, &path);  // 17 rows: past the GEMV's 8
+  EXPECT_EQ(path, QuantPath::Tiles);
 }
 
 // Small-integer scales (|s| <= 1), biases (|b| <= 1) and x: every dequantized weight is an integer
