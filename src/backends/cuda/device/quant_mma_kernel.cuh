@@ -1,20 +1,21 @@
 // The tensor-core decode GEMM for MLX-quantized weights (quant_mma.h): y[M, N] = x[M, K] ·
-// dequant(w)[N, K]ᵀ (+ bias) for 1..16 rows, 4- or 8-bit codes, bf16 scales and biases.
+// dequant(w)[N, K]ᵀ (+ bias) for 1..16 rows — and up to 96 as row groups of 16 or 32 rows, each
+// a block's rows (kRowGroups) — 4- or 8-bit codes, bf16 scales and biases.
 //
 // Computed as yᵀ = dequant(w) · xᵀ on mma.m16n8k16 (bf16 in, f32 accumulate): w's rows are the
-// mma's 16 rows (y's columns), x's rows its 8 columns (two n-tiles for 9..16 rows). A block of 4
-// warps owns 64 consecutive w rows (16 per warp) and a range of K (its split), walked in chunks of
-// 16 bytes of codes per lane and row (4-bit: 128 k, 8-bit: 64 k):
+// mma's 16 rows (y's columns), x's rows its 8 columns (MT n-tiles: two for 9..16 rows, four for a
+// 32-row group). A block of 4 warps owns 64 consecutive w rows (16 per warp) and a range of K (its
+// split), walked in chunks of 16 bytes of codes per lane and row (4-bit: 128 k, 8-bit: 64 k):
 //  - codes go from global memory straight into registers, kDepth chunks ahead (evict-first: each
 //    code is read once), the first ones before waiting for the kernel before this one (PDL);
 //    thread (g, c) of a warp (g = lane / 4, c = lane % 4) loads 16 bytes at k = c·(chunk / 4) of
 //    rows g and g + 8, so the four lanes of a row read 64 contiguous bytes;
 //  - each lane turns its codes into bf16 pairs in registers, the A fragments, with its own group's
 //    scale and bias (a lane's 32 or 16 codes lie in one group of 32, 64 or 128);
-//  - x arrives in f32 pages of 256 k per row by cp.async (3 pages in flight; 16-byte units stored
-//    lane-major, see kRowUnits, so a lane's fragment reads are fixed offsets from one base and hit
-//    distinct banks) and each lane rounds its B fragments to bf16 from there; rows past M are
-//    zeros written once, never copied.
+//  - x arrives in f32 pages of 256 k per row by cp.async (3 pages in flight, 2 for 32-row blocks;
+//    16-byte units stored lane-major, see kRowUnits, so a lane's fragment reads are fixed offsets
+//    from one base and hit distinct banks) and each lane rounds its B fragments to bf16 from there;
+//    rows past M are zeros written once, never copied.
 // Several weights over the same x (q/k/v, gate/up) share one launch: grid blocks are dealt out
 // to the targets in order, each target with its own split of K (its outputs are the bits of its
 // own launch).
