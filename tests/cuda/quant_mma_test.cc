@@ -1,5 +1,5 @@
 // The tensor-core decode GEMM for MLX-quantized weights (backends/cuda/quant_mma.h) for 1..16
-// rows (17..64 as row groups, a switch), 4- and 8-bit codes, bf16 scales. Oracles: the CPU's
+// rows (17..96 as row groups of 16 or 32 rows), 4- and 8-bit codes, bf16 scales. Oracles: the CPU's
 // quantized matmul within the kernel's stated bound (quant_checks.h) on random codes, scales,
 // biases and x; bit for bit on small integers (every dequantized weight, product and partial sum
 // exact, so any k order, split or tile must give the CPU's bits); batch invariance bit for bit (a

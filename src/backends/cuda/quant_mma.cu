@@ -7,7 +7,6 @@
 #include <atomic>
 #include <climits>
 #include <cstdint>
-#include <cstdlib>
 
 #include "backends/cuda/cuda_ops.h"
 #include "backends/cuda/device/pdl.cuh"
@@ -30,9 +29,8 @@ std::atomic<int64_t> g_count{0}, g_warp_x_count{0}, g_wide_group_count{0};
 // RINGLM_CUDA_QUANT_MMA_BLOCKS_PER_SM (1..8) read at start-up, for same-binary A/B runs.
 int blocks_per_sm() {
   static const int blocks = [] {
-    const char* v = std::getenv("RINGLM_CUDA_QUANT_MMA_BLOCKS_PER_SM");
-    const int n = v == nullptr ? 0 : std::atoi(v);
-    return n >= 1 && n <= 8 ? n : 4;
+    const int64_t n = env_positive_int("RINGLM_CUDA_QUANT_MMA_BLOCKS_PER_SM", 4);
+    return n <= 8 ? static_cast<int>(n) : 4;
   }();
   return blocks;
 }
@@ -281,8 +279,7 @@ void set_quant_mma_wide_groups(bool enabled) {
 
 int64_t quant_mma_grouped_rows() {
   static const int64_t rows = [] {
-    const char* v = std::getenv("RINGLM_CUDA_QUANT_MMA_GROUPED_ROWS");
-    const int64_t n = v == nullptr ? 0 : std::atoll(v);
+    const int64_t n = env_positive_int("RINGLM_CUDA_QUANT_MMA_GROUPED_ROWS", 0);
     return n > kQuantMmaMaxRows && n <= kQuantMmaMaxGroupedRows ? n : int64_t{0};
   }();
   if (rows > 0) return rows;
