@@ -95,4 +95,20 @@ inline void expect_sync_error(const std::string& needle) {
   }
 }
 
+// Sets a backend switch (cuda_ops.h, quant_mma.h) for a scope and gives back the value it had (the
+// suite may run with a switch set in the environment), also when an assertion returns early.
+class SwitchFor {
+ public:
+  SwitchFor(bool (*get)(), void (*set)(bool), bool value) : set_(set), before_(get()) {
+    set_(value);
+  }
+  ~SwitchFor() { set_(before_); }
+  SwitchFor(const SwitchFor&) = delete;
+  SwitchFor& operator=(const SwitchFor&) = delete;
+
+ private:
+  void (*set_)(bool);
+  bool before_;
+};
+
 }  // namespace ringlm::ops::testing

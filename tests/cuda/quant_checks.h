@@ -31,22 +31,6 @@ inline double dtype_roundoff(DType d) {
   return d == DType::BF16 ? 1.0 / 256 : d == DType::F16 ? 1.0 / 2048 : 0.0;
 }
 
-// Sets a quant_mma switch for a scope and gives back the value it had (the suite may run with a
-// switch set in the environment), also when an assertion returns early.
-class SwitchFor {
- public:
-  SwitchFor(bool (*get)(), void (*set)(bool), bool value) : set_(set), before_(get()) {
-    set_(value);
-  }
-  ~SwitchFor() { set_(before_); }
-  SwitchFor(const SwitchFor&) = delete;
-  SwitchFor& operator=(const SwitchFor&) = delete;
-
- private:
-  void (*set_)(bool);
-  bool before_;
-};
-
 // Turns the tensor-core kernel off for a scope (tests of the other paths at shapes it would take).
 struct QuantMmaOff : SwitchFor {
   QuantMmaOff() : SwitchFor(cuda::quant_mma_enabled, cuda::set_quant_mma, false) {}

@@ -600,9 +600,10 @@ TEST(CudaQuantizedKv, EightWarpTurboDecodeMatchesCpuAndBatch) {
 // fetched before the previous kernel's end or after — and so the CPU kernel within the bound.
 TEST(CudaQuantizedKv, PipelinedTurboDecodeEqualsRegisterKernel) {
   RINGLM_REQUIRE_GPU();
-  // The environment may set both for the suite.
-  const bool configured_pipelined = cuda::turbo_decode_pipelined();
-  const bool configured_early = cuda::decode_early_fetch();
+  // Both set for the test's scope (the environment may set them for the suite).
+  const testing::SwitchFor keep_pipelined(cuda::turbo_decode_pipelined,
+                                          cuda::set_turbo_decode_pipelined, true);
+  const testing::SwitchFor keep_early(cuda::decode_early_fetch, cuda::set_decode_early_fetch, true);
   const Format k8v3{8, 32, 3};
   const std::vector<RowSpec> long_rows = [] {
     std::vector<RowSpec> rows = kDecodeRows;
@@ -629,16 +630,14 @@ TEST(CudaQuantizedKv, PipelinedTurboDecodeEqualsRegisterKernel) {
       };
       const Owned reference = run(false, true);
       for (bool early : {true, false}) {
-        const Owned pipelined = run(true, early);
-        EXPECT_TRUE(testing::bitwise_equal(reference.t(), pipelined.t()))
-            << "early fetch " << early;
+        const Owned got = run(true, early);
+        EXPECT_TRUE(testing::bitwise_equal(reference.t(), got.t())) << "early fetch " << early;
       }
     }
   }
-  cuda::set_decode_early_fetch(configured_early);
+  cuda::set_decode_early_fetch(true);
   cuda::set_turbo_decode_pipelined(true);
   check_attention(k8v3, configs_for(128)[1], seed++, kDecodeRows);
-  cuda::set_turbo_decode_pipelined(configured_pipelined);
 }
 
 TEST(CudaQuantizedKv, TurboMergeInKernelEqualsMergeKernel) {
