@@ -592,54 +592,6 @@ TEST(CudaQuantizedKv, EightWarpTurboDecodeMatchesCpuAndBatch) {
   cuda::set_narrow_decode_warps(configured_warps);
 }
 
-// The pipelined k8v3 decode kernel (cuda::set_turbo_decode_pipelined(true): head_dim 128, grids
-// of at most two blocks per SM — every grid of these small problems) runs each tile's arithmetic
-// in the register kernel's order: its output equals the register kernel's bit for bit over every
-// layout (block sizes 16, 5 and 1, windows, caps, GQA), decode-only steps (the in-kernel merge)
-// and steps beside prefill rows, part lengths of 1 to 3+ tiles per warp, with the first tiles
-// fetched before the previous kernel's end or after — and so the CPU kernel within the bound.
-TEST(CudaQuantizedKv, PipelinedTurboDecodeEqualsRegisterKernel) {
-  RINGLM_REQUIRE_GPU();
-  // Both set for the test's scope (the environment may set them for the suite).
-  const testing::SwitchFor keep_pipelined(cuda::turbo_decode_pipelined,
-                                          cuda::set_turbo_decode_pipelined, true);
-  const testing::SwitchFor keep_early(cuda::decode_early_fetch, cuda::set_decode_early_fetch, true);
-  const Format k8v3{8, 32, 3};
-  const std::vector<RowSpec> long_rows = [] {
-    std::vector<RowSpec> rows = kDecodeRows;
-    for (int keys : {17, 33, 49, 65, 97, 4099}) rows.push_back({1, keys});
-    return rows;
-  }();
-  uint32_t seed = 1300;
-  for (const Config& c : configs_for(128)) {
-    for (const auto* rows : {&kRows, &long_rows}) {
-      SCOPED_TRACE(label(k8v3, c));
-      const Problem p(k8v3, c, *rows, seed++);
-      const AttentionParams params = params_for(c);
-      const int64_t T = p.layout.tokens();
-      const DeviceCache dc(p.cache);
-      const KvLayerView view = dc.view();
-      OnDevice dq(p.q);
-      const auto run = [&](bool pipelined, bool early) {
-        cuda::set_turbo_decode_pipelined(pipelined);
-        cuda::set_decode_early_fetch(early);
-        OnDevice out(DType::F32, {T, c.q_heads, c.head_dim});
-        attention(dq.t(), view, p.layout.rows(), params, out.t());
-        cuda::synchronize();
-        return out.to_host();
-      };
-      const Owned reference = run(false, true);
-      for (bool early : {true, false}) {
-        const Owned got = run(true, early);
-        EXPECT_TRUE(testing::bitwise_equal(reference.t(), got.t())) << "early fetch " << early;
-      }
-    }
-  }
-  cuda::set_decode_early_fetch(true);
-  cuda::set_turbo_decode_pipelined(true);
-  check_attention(k8v3, configs_for(128)[1], seed++, kDecodeRows);
-}
-
 TEST(CudaQuantizedKv, TurboMergeInKernelEqualsMergeKernel) {
   RINGLM_REQUIRE_GPU();
   for (const Format& f : {Format{8, 32, 3}, Format{4, 32, 2}}) {

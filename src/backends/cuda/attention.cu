@@ -151,7 +151,6 @@ void run_attention(const Tensor& q, const ops::KvLayerView& kv, const ops::Atten
   args.split_rule = split_rule_for(kv, summary.decode_rows);
   args.max_parts = args.split_rule.parts_bound(summary.max_decode_context);
   args.decode_warps = summary.decode_rows < wide_decode_rows() ? g_narrow_decode_warps.load() : 4;
-  args.turbo_pipelined = turbo_decode_pipelined();
   args.early_fetch = decode_early_fetch();
   args.affine_prefetch = decode_affine_prefetch();
   if (summary.decode_rows > 0) {
@@ -246,11 +245,6 @@ std::atomic<bool>& early_fetch_flag() {
   return enabled;
 }
 
-std::atomic<bool>& turbo_pipelined_flag() {
-  static std::atomic<bool> enabled{env_switch_on("RINGLM_CUDA_TURBO_PIPELINED", false)};
-  return enabled;
-}
-
 std::atomic<bool>& affine_prefetch_flag() {
   static std::atomic<bool> enabled{env_switch_on("RINGLM_CUDA_AFFINE_PREFETCH")};
   return enabled;
@@ -268,14 +262,6 @@ void set_decode_early_fetch(bool enabled) {
 
 bool decode_early_fetch() {
   return early_fetch_flag().load();
-}
-
-void set_turbo_decode_pipelined(bool enabled) {
-  turbo_pipelined_flag().store(enabled);
-}
-
-bool turbo_decode_pipelined() {
-  return turbo_pipelined_flag().load();
 }
 
 void set_decode_affine_prefetch(bool enabled) {

@@ -247,12 +247,6 @@ bool decode_early_fetch();
 // the environment sets RINGLM_CUDA_AFFINE_PREFETCH=0 or a test turns it off.
 void set_decode_affine_prefetch(bool enabled);
 bool decode_affine_prefetch();
-// Whether TurboQuant k8v3 decode at head_dim 128 in grids of at most two blocks per SM (one-row
-// steps) runs the pipelined kernel: two tiles in registers, tile t + 1's scores computed beside
-// tile t's softmax and values (device/attention_decode_turbo.cuh). The same bits. Off unless
-// RINGLM_CUDA_TURBO_PIPELINED=1 or a test turns it on, until a GPU run measures it.
-void set_turbo_decode_pipelined(bool enabled);
-bool turbo_decode_pipelined();
 // Whether the tensor-core decode kernels merge their split-K parts themselves (the last block of
 // a task) instead of a merge kernel after them: bit for bit the same output. On unless the
 // environment sets RINGLM_CUDA_MERGE_IN_KERNEL=0 or a test turns it off.

@@ -70,9 +70,6 @@ struct AttnArgs {
   // Affine K/V at head dims <= 128: the tensor-core decode kernel loads a tile's codes two tiles
   // ahead (device/decode_tiles.cuh AffineTiles); false: at use (ReaderTiles). Same bits.
   bool affine_prefetch;
-  // TurboQuant k8v3 at head_dim 128 in grids of at most two blocks per SM: the pipelined kernel
-  // (tile t + 1's scores beside tile t's softmax; device/attention_decode_turbo.cuh). Same bits.
-  bool turbo_pipelined;
   // Decode-only steps whose output feeds a 16-bit matmul (ops::matmul_input_dtype): the merges
   // write each output row rounded to out_rounded_dtype here (the bits the matmul's input
   // conversion would give) instead of f32 to out. Null: to out.

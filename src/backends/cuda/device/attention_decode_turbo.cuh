@@ -218,18 +218,10 @@ struct TurboK8V3Fragments {
   }
 };
 
-// kPipelined (grids of at most two blocks per SM: one-row steps; head_dim 128, four warps): three
-// tiles in registers (tile t + 2's loads a whole tile ahead of use) and tile t + 1's scores
-// computed beside tile t's softmax and values, so each warp has independent work beside the
-// softmax's dependency chain: with 8 warps per SM the one-row kernel is bound by its instruction
-// stream's latencies, not by its loads (docs/benchmarks.md, twenty-seventh session). Up to 255
-// registers (2 blocks per SM). Per tile the same arithmetic in the same order: the same bits.
-template <int kD, int kWarps, bool kPipelined = false>
-__global__ void __launch_bounds__(
-    32 * kWarps, kPipelined ? 2 : tc_min_blocks<TurboK8V3Fragments<kD>::kMinBlocks, kWarps>())
+template <int kD, int kWarps>
+__global__ void __launch_bounds__(32 * kWarps,
+                                  tc_min_blocks<TurboK8V3Fragments<kD>::kMinBlocks, kWarps>())
     decode_turbo_k8v3_kernel(const AttnArgs a, const TurboK8V3Fragments<kD> src) {
-  static_assert(!kPipelined || (kD == 128 && kWarps == kTcDecodeWarps),
-                "decode_turbo_k8v3_kernel: pipelined at head_dim 128, four warps");
   using Source = TurboK8V3Fragments<kD>;
   using T = typename Source::T;
   extern __shared__ __align__(16) unsigned char smem[];
@@ -244,13 +236,11 @@ __global__ void __launch_bounds__(
   // Tiles t + 1 .. t + kAhead − 1 are in flight (in registers) while tile t is consumed, and
   // tile t + kAhead's loads go out as it is (at kAhead 1 the block's other warps hide them); the
   // block-table lookups run a tile further ahead.
-  // Tiles fetched before the loop (the pipelined loop keeps a third buffer for the next fetch).
-  constexpr int kInFlight = kPipelined ? 2 : Source::kAhead;
-  typename Source::Raw raw[kPipelined ? 3 : Source::kAhead];
-  const bool early = a.early_fetch && task.settled(kInFlight - 1);
+  typename Source::Raw raw[Source::kAhead];
+  const bool early = a.early_fetch && task.settled(Source::kAhead - 1);
   if (early) {
 #pragma unroll
-    for (int k = 0; k < kInFlight; ++k) raw[k] = src.fetch(row_of(k), g, c);
+    for (int k = 0; k < Source::kAhead; ++k) raw[k] = src.fetch(row_of(k), g, c);
   }
   wait_prior_grid();
   launch_dependents();
@@ -268,48 +258,21 @@ __global__ void __launch_bounds__(
   };
 
   const int tiles = task.tiles;
-  if constexpr (kPipelined) {
-    // Step t: tile t in `cur` (its scores in st), tile t + 1 in `next`, and tile t + 2's loads go
-    // into `spare` first, a whole step before its scores need them. Fetches are unconditional (a
-    // tile past the end reads row 0 as zeros and is never consumed).
-    if (!early) {
-      raw[0] = src.fetch(row_of(0), g, c);
-      raw[1] = src.fetch(row_of(1), g, c);
-    }
-    int row_next = row_of(2);
-    float st[4];
-    src.scores(raw[0], qf, c, st);
-    auto step = [&](const typename Source::Raw& cur, const typename Source::Raw& next,
-                    typename Source::Raw& spare, int t) {
-      spare = src.fetch(row_next, g, c);
-      row_next = row_of(t + 3);
-      uint32_t p[2];
-      soft.probabilities(a, st, task.tile_start(t), task.last, g, p);
-      src.scores(next, qf, c, st);  // tile t + 1, beside tile t's softmax and values
-      src.accumulate(cur, g, p, soft.o);
-    };
-    for (int t = 0; t < tiles; t += 3) {
-      step(raw[0], raw[1], raw[2], t);
-      if (t + 1 < tiles) step(raw[1], raw[2], raw[0], t + 1);
-      if (t + 2 < tiles) step(raw[2], raw[0], raw[1], t + 2);
-    }
-  } else {
-    if (!early) {
+  if (!early) {
 #pragma unroll
-      for (int k = 0; k < Source::kAhead; ++k) raw[k] = src.fetch(row_of(k), g, c);
-    }
-    int row_next = row_of(Source::kAhead);
-    for (int t = 0; t < tiles; t += Source::kAhead) {
+    for (int k = 0; k < Source::kAhead; ++k) raw[k] = src.fetch(row_of(k), g, c);
+  }
+  int row_next = row_of(Source::kAhead);
+  for (int t = 0; t < tiles; t += Source::kAhead) {
 #pragma unroll
-      for (int k = 0; k < Source::kAhead; ++k) {
-        if (t + k >= tiles) break;
-        consume(raw[k], t + k);
-        // Unconditional (a tile past the end reads row 0 and is never consumed): a conditional
-        // load merges two values into raw[k], and the register copy that takes makes the warp
-        // wait for the load right here.
-        raw[k] = src.fetch(row_next, g, c);
-        row_next = row_of(t + k + Source::kAhead + 1);
-      }
+    for (int k = 0; k < Source::kAhead; ++k) {
+      if (t + k >= tiles) break;
+      consume(raw[k], t + k);
+      // Unconditional (a tile past the end reads row 0 and is never consumed): a conditional
+      // load merges two values into raw[k], and the register copy that takes makes the warp
+      // wait for the load right here.
+      raw[k] = src.fetch(row_next, g, c);
+      row_next = row_of(t + k + Source::kAhead + 1);
     }
   }
   constexpr int kValueDims = Source::kValueDims;
@@ -323,16 +286,6 @@ bool launch_decode_turbo_k8v3(const AttnArgs& args, const TurboKvReader<8, 3>& k
                               cudaStream_t stream) {
   using Source = TurboK8V3Fragments<kD>;
   if (!Source::aligned(kv)) return false;
-  if constexpr (kD == 128) {
-    const dim3 grid = tc_decode_grid(args);
-    if (args.turbo_pipelined && args.decode_warps == kTcDecodeWarps &&
-        int64_t{grid.x} * grid.y <= 2 * int64_t{sm_count()}) {
-      launch_tc_decode<decode_turbo_k8v3_kernel<kD, kTcDecodeWarps, true>, kTcDecodeWarps,
-                       sizeof(TcPartials<kD>)>(args, Source::make(kv), stream,
-                                               "decode_turbo_k8v3_kernel");
-      return true;
-    }
-  }
   if (args.decode_warps == 8) {
     launch_tc_decode<decode_turbo_k8v3_kernel<kD, 8>, 8, sizeof(TcPartials<kD, 8>)>(
         args, Source::make(kv), stream, "decode_turbo_k8v3_kernel");
