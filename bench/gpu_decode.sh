@@ -14,16 +14,19 @@ kv_mib=${KV_MIB:-100000}
 random_model "$preset" "$model"
 bench() { "$ringlm" bench --model "$model" --device cuda --kv-memory "$kv_mib" --gen 32 \
   --repeat 2 --json "$@"; }
-{
-  bench --context 512 --batch 1,8,32,64,128,256
-  bench --context 4096 --batch 1,8,32,64,128
-  bench --context 32768 --batch 1,8,16
-} | tee "$out/ringlm_decode.jsonl"
-"$ringlm" bench --model "$model" --device cuda --kv-memory 20000 --prompt-len 512,2048 \
-  --batch 1 --gen 2 --repeat 2 --max-step-tokens 8192 --json | tee "$out/ringlm_prefill.jsonl" ||
-  true
+# GRID: "CONTEXT:BATCHES ..." (a shorter grid for a short device call); SKIP_PREFILL=1.
+grid=${GRID:-512:1,8,32,64,128,256 4096:1,8,32,64,128 32768:1,8,16}
+for point in $grid; do
+  bench --context "${point%%:*}" --batch "${point#*:}"
+done | tee "$out/ringlm_decode.jsonl"
+if [ "${SKIP_PREFILL:-0}" != 1 ]; then
+  "$ringlm" bench --model "$model" --device cuda --kv-memory 20000 --prompt-len 512,2048 \
+    --batch 1 --gen 2 --repeat 2 --max-step-tokens 8192 --json | tee "$out/ringlm_prefill.jsonl" ||
+    true
+fi
 if [ "${SKIP_TORCH:-0}" != 1 ]; then
-  python3 bench/torch_gpu_decode.py --model "$model" --batch "${TORCH_BATCH:-1,8,32}" \
-    --mode compiled | tee "$out/torch_decode.jsonl" || echo "torch reference failed" >&2
+  timeout "${TORCH_SECONDS:-1800}" python3 bench/torch_gpu_decode.py --model "$model" \
+    --batch "${TORCH_BATCH:-1,8,32}" --mode compiled | tee "$out/torch_decode.jsonl" ||
+    echo "torch reference failed or stopped at TORCH_SECONDS" >&2
 fi
 python3 bench/decode_table.py "$out" | tee "$out/decode.md"

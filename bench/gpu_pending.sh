@@ -24,8 +24,8 @@
 # Stages that need no tests (twenty-sixth session): `ncu` (per-SASS-instruction profiles of the
 # one-row k8v3 decode kernel and quant_mma, first), `suite` (the whole GPU suite) and `warpx`
 # (quant_mma's A/B over mlx4/mlx8 checkpoints: WARPX_* settings below), e.g.
-# `STAGES="suite warpx" bench/gpu_pending.sh`. Stage `pipelined` (twenty-seventh session): the
-# pipelined one-row k8v3 decode kernel's tests and A/B (below). A second archive for side A
+# `STAGES="suite warpx" bench/gpu_pending.sh`. Stage `tiles` (twenty-eighth session):
+# the 97+-row 4-bit steps' dequantized tile size (below). A second archive for side A
 # (WARPX_PREBUILT_A) fits the 64 MiB carry only with just ./ringlm and ./PACKED in it and
 # tests/fixtures out of the index (`git rm -r -q --cached tests/fixtures models`, both in
 # .git/info/exclude; `git reset -q -- tests/fixtures models` after the call).
@@ -136,21 +136,23 @@ if [[ $stages == *" warpx "* ]]; then
     AB_ROWS="$rows" timed_ab "${LIMIT_WARPX:-150}" warpx
 fi
 
-# Stage pipelined (twenty-seventh session, not yet run): the pipelined k8v3 decode kernel of
-# one-row grids — its bits test and the TurboQuant suite, then A = the register kernel
-# (RINGLM_CUDA_TURBO_PIPELINED=0), B = pipelined, over the random mlx4 8B checkpoint: k8v3 at 32k
-# and 4k × 1 (the grids it serves), and 32k × 2 (not served: a control).
-if [[ $stages == *" pipelined "* ]]; then
-  timeout 150 build-cuda/ringlm_cuda_tests --gtest_filter='CudaQuantizedKv.*' \
-    >"$out/pipelined_tests.log" 2>&1
-  elapsed "TurboQuant tests: exit $?"
-  grep -E "^\[  (FAILED|PASSED) |Failure" "$out/pipelined_tests.log" | head -20
+# Stage tiles (twenty-eighth session): the dequantized column tiles that 4-bit steps of 97+ rows
+# hand to cuBLAS, at the default 64 MiB (A) against tiles that stay in L2: B = TILES_B MiB
+# (default 16), C = TILES_C (default 8), over the random mlx4 8B checkpoint at 512 × 128 / 256.
+if [[ $stages == *" tiles "* ]] && [ "${TILES_TESTS:-1}" = 1 ]; then
+  RINGLM_CUDA_DEQUANT_TILE_MIB=1 timeout 120 build-cuda/ringlm_cuda_tests \
+    --gtest_filter='CudaQuantMatmul*:*Quantized*' >"$out/tiles_tests.log" 2>&1
+  elapsed "quantized tests with 1 MiB tiles: exit $?"
+  grep -E "^\[  (FAILED|PASSED) |Failure" "$out/tiles_tests.log" | head -20
+fi
+if [[ $stages == *" tiles "* ]]; then
   mlx4_model
-  rows="--model $mlx4 --kv-memory $kv --context 32768 --batch 1,2 --kv-format turbo;"
-  rows+="--model $mlx4 --kv-memory $kv --context 4096 --batch 1 --kv-format turbo"
-  AB_TESTS=0 AB_ROUNDS=${ROUNDS:-2} AB_ENV_A="RINGLM_CUDA_TURBO_PIPELINED=0" \
-    AB_ENV_B="RINGLM_CUDA_TURBO_PIPELINED=1" AB_ROWS="$rows" \
-    timed_ab "${LIMIT_PIPELINED:-200}" pipelined
+  rows=${TILES_ROWS:---model MLX4 --kv-memory 40000 --context 512 --batch 128,256}
+  AB_TESTS=0 AB_ROUNDS=${ROUNDS:-1} AB_ENV_A="RINGLM_CUDA_DEQUANT_TILE_MIB=64" \
+    AB_ENV_B="RINGLM_CUDA_DEQUANT_TILE_MIB=${TILES_B:-16}" \
+    AB_EXTRA_ENV="RINGLM_CUDA_DEQUANT_TILE_MIB=${TILES_C:-8}" \
+    AB_ROWS="${rows//MLX4/$mlx4}" \
+    timed_ab "${LIMIT_TILES:-150}" tiles
 fi
 
 # Stages ab8 and absg: each feature against the defaults over the rows it changes only (fewer

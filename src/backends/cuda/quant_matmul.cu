@@ -20,8 +20,8 @@
 // the same sums bit for bit.
 //
 // More rows (prefill): column tiles of dequant(w), rounded to the scales' dtype, are written into
-// a scratch buffer of at most kDequantScratchBytes and handed to the dense cuda::matmul (cuBLAS):
-// the whole tensor is never materialized.
+// a scratch buffer of at most dequant_tile_bytes() and handed to the dense cuda::matmul (cuBLAS):
+// a weight larger than the scratch is never materialized whole.
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
@@ -45,7 +45,11 @@ constexpr int64_t kQuantGemvMaxRows = 8;
 constexpr int kThreads = 128;
 constexpr int kCols = 4;
 constexpr int kSub = 8;  // codes unpacked (and x values loaded) at a time
-constexpr size_t kDequantScratchBytes = size_t{64} << 20;
+// The dequantized tiles' scratch: 128 MiB holds any 8B-shape weight (bf16) whole, one cuBLAS
+// GEMM per weight. Measured at 512 × 128 / 256 rows of an mlx4 8B (docs/benchmarks.md, 28th
+// session): 64 MiB tiles 0.95-0.97× (H100), tiles that fit L2 (16 / 8 MiB) 0.78 / 0.58× (H200) —
+// the narrower GEMMs lose more than reading the tile back from L2 gains.
+constexpr int64_t kDequantTileMiB = 128;
 
 struct QuantArgs {
   const uint32_t* codes;  // U32[N, row_words]
@@ -403,6 +407,13 @@ void launch_gemv(int64_t M, const GemvArgs& a, cudaStream_t stream) {
   }
 }
 
+// The scratch's size: RINGLM_CUDA_DEQUANT_TILE_MIB (same-binary A/Bs, at most 1 GiB) or
+// kDequantTileMiB.
+size_t dequant_tile_bytes() {
+  static const int64_t mib = env_positive_int("RINGLM_CUDA_DEQUANT_TILE_MIB", kDequantTileMiB);
+  return static_cast<size_t>(std::min<int64_t>(mib, 1024)) << 20;
+}
+
 // Many rows: dense matmuls over column tiles of dequant(w) in scratch.
 void matmul_dequantized_tiles(const Tensor& x, const ops::QuantizedMatrix& q, const Tensor& bias,
                               Tensor& y) {
@@ -410,8 +421,9 @@ void matmul_dequantized_tiles(const Tensor& x, const ops::QuantizedMatrix& q, co
   const QuantArgs w = quant_args(q);
   const DType dtype = q.scales.dtype;
   const size_t row_bytes = static_cast<size_t>(w.K) * dtype_size(dtype);
-  const int64_t tile_rows = std::min<int64_t>(
-      w.N, std::max<int64_t>(1, static_cast<int64_t>(kDequantScratchBytes / row_bytes)));
+  int64_t tile_rows = static_cast<int64_t>(dequant_tile_bytes() / row_bytes);
+  if (tile_rows >= 128) tile_rows -= tile_rows % 128;  // whole GEMM tiles for cuBLAS
+  tile_rows = std::min<int64_t>(w.N, std::max<int64_t>(1, tile_rows));
   void* scratch = ctx.scratch(Scratch::DequantTile, static_cast<size_t>(tile_rows) * row_bytes);
   const int64_t ldy = leading_dim(y);
   for (int64_t n0 = 0; n0 < w.N; n0 += tile_rows) {

@@ -277,13 +277,27 @@ void set_quant_mma_wide_groups(bool enabled) {
   wide_groups_flag().store(enabled, std::memory_order_relaxed);
 }
 
+namespace {
+int64_t valid_grouped_rows(int64_t n) {
+  return n > kQuantMmaMaxRows && n <= kQuantMmaMaxGroupedRows ? n : int64_t{0};
+}
+std::atomic<int64_t>& grouped_rows_setting() {
+  static std::atomic<int64_t> rows{
+      valid_grouped_rows(env_positive_int("RINGLM_CUDA_QUANT_MMA_GROUPED_ROWS", 0))};
+  return rows;
+}
+}  // namespace
+
 int64_t quant_mma_grouped_rows() {
-  static const int64_t rows = [] {
-    const int64_t n = env_positive_int("RINGLM_CUDA_QUANT_MMA_GROUPED_ROWS", 0);
-    return n > kQuantMmaMaxRows && n <= kQuantMmaMaxGroupedRows ? n : int64_t{0};
-  }();
+  const int64_t rows = grouped_rows_setting().load(std::memory_order_relaxed);
   if (rows > 0) return rows;
-  return quant_mma_wide_groups() ? kQuantMmaDefaultWideGroupedRows : kQuantMmaDefaultGroupedRows;
+  if (!quant_mma_wide_groups()) return kQuantMmaDefaultGroupedRows;
+  static const bool slow_dram = dram_peak_gbps() < kQuantMmaWideGroupsMaxGbps;
+  return slow_dram ? kQuantMmaDefaultWideGroupedRows : kQuantMmaDefaultGroupedRows;
+}
+
+void set_quant_mma_grouped_rows(int64_t rows) {
+  grouped_rows_setting().store(valid_grouped_rows(rows), std::memory_order_relaxed);
 }
 
 bool quant_mma_warp_x() {

@@ -26,10 +26,14 @@ namespace ringlm::cuda {
 
 constexpr int64_t kQuantMmaMaxRows = 16;
 // Row groups: the most rows a call may have (the kernel's bound) and the default limits with
-// 16-row groups only and with 32-row groups where they pay.
+// 16-row groups only and with 32-row groups where they pay. 32-row groups beat the dequantized
+// tiles to 96 rows on an H100 (3.35 TB/s) but not past 64 on an H200 (4.8 TB/s), whose bandwidth
+// speeds the tiles and not the groups' dequantization: the 96-row limit applies below
+// kQuantMmaWideGroupsMaxGbps of DRAM bandwidth.
 constexpr int64_t kQuantMmaMaxGroupedRows = 128;
 constexpr int64_t kQuantMmaDefaultGroupedRows = 64;
 constexpr int64_t kQuantMmaDefaultWideGroupedRows = 96;
+constexpr double kQuantMmaWideGroupsMaxGbps = 4000.0;
 
 struct QuantMma {
   const Tensor* x;                // F32[M, K], rows may be strided
@@ -71,16 +75,19 @@ void set_quant_mma_row_groups(bool enabled);
 // Whether row groups may be 32 rows (a block's dequantized codes serve four n-tiles of 8 rows
 // instead of two; x pages two in flight instead of three, 3 blocks per SM) instead of 16, where
 // that pays: 17-32, 49-96 rows (a 32-row group costs ~1.6 16-row ones; H100, mlx4 8B: 1.07-1.15x
-// at 24-80 rows, and to 96 rows 1.06-1.10x the tiles): on unless
+// at 24-80 rows, and to 96 rows 1.06-1.10x the tiles; an H200's tiles win at 80-96): on unless
 // RINGLM_CUDA_QUANT_MMA_WIDE_GROUPS=0 or set_quant_mma_wide_groups(false). The same bits either
 // way (a row's sum does not depend on its group or n-tile).
 bool quant_mma_wide_groups();
 void set_quant_mma_wide_groups(bool enabled);
-// The most rows row groups take: 96 with wide groups, 64 without (past them the tiles' single
-// dequantization of each code is cheaper), or RINGLM_CUDA_QUANT_MMA_GROUPED_ROWS
-// (17..kQuantMmaMaxGroupedRows) read at start-up for same-binary A/Bs. A process constant (tests
-// aside): a row's bits never depend on the batch it is in.
+// The most rows row groups take: with wide groups 96 on devices of less than
+// kQuantMmaWideGroupsMaxGbps, else 64; 64 without (past them the tiles' single dequantization of
+// each code is cheaper); or RINGLM_CUDA_QUANT_MMA_GROUPED_ROWS (17..kQuantMmaMaxGroupedRows) read
+// at start-up for same-binary A/Bs. A process constant (tests aside): a row's bits never depend on
+// the batch it is in.
 int64_t quant_mma_grouped_rows();
+// Tests: the limit set to `rows` (17..kQuantMmaMaxGroupedRows), or back to the default with 0.
+void set_quant_mma_grouped_rows(int64_t rows);
 // Whether one-row calls give each warp its own x pages (a __syncwarp per page instead of a block
 // barrier; H100, mlx4 8B: steps 1.05-1.06x at 512 x 1 and k8v3 at 32k x 1, and not faster at 2
 // rows): on unless RINGLM_CUDA_QUANT_MMA_WARP_X=0 or set_quant_mma_warp_x(false). The same bits

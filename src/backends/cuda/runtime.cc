@@ -133,6 +133,20 @@ int sm_count() {
   return sms;
 }
 
+double dram_peak_gbps() {
+  static const double gbps = [] {
+    int device = 0, clock_khz = 0, bus_bits = 0;
+    RINGLM_CUDA_CHECK(cudaGetDevice(&device));
+    if (cudaDeviceGetAttribute(&clock_khz, cudaDevAttrMemoryClockRate, device) != cudaSuccess ||
+        cudaDeviceGetAttribute(&bus_bits, cudaDevAttrGlobalMemoryBusWidth, device) != cudaSuccess) {
+      (void)cudaGetLastError();  // clear the sticky error of an unsupported attribute
+      return 0.0;
+    }
+    return 2.0 * clock_khz * 1e3 * (bus_bits / 8.0) / 1e9;  // double data rate
+  }();
+  return gbps;
+}
+
 bool env_switch_on(const char* name, bool by_default) {
   const char* v = std::getenv(name);
   if (v == nullptr) return by_default;

@@ -117,6 +117,9 @@ class Context {
 
 // The current device's SM count (read once per process).
 int sm_count();
+// The current device's peak DRAM bandwidth in GB/s from its memory clock and bus width (read once
+// per process; H100 SXM ~3,350, H200 ~4,800); 0 where the device does not report them.
+double dram_peak_gbps();
 
 // A run-time switch read from the environment (same-binary A/B): NAME=0 turns it off, NAME=1 on;
 // unset (or anything else) leaves it at `by_default`.
