@@ -82,10 +82,14 @@ if [[ $stages == *" ncu "* ]]; then
     xz -6c "$work/ncu_$name/sass.csv" >"$out/ncu_$name.csv.xz" 2>/dev/null
     head -60 "$out/ncu_$name.txt"
   }
-  ncu_one k8v3 decode_turbo_k8v3 --kv-memory "$kv" --context 32768 --batch 1 --kv-format turbo
+  [ "${NCU_K8V3:-1}" = 1 ] &&
+    ncu_one k8v3 decode_turbo_k8v3 --kv-memory "$kv" --context 32768 --batch 1 --kv-format turbo
   # The third quant_mma launch: layer 0's gate/up of the first decode step (512-row prefill
-  # GEMMs are cuBLAS's).
-  RINGLM_NCU_SKIP=2 ncu_one qmma quant_mma_kernel --kv-memory 40000 --context 512 --batch 1
+  # GEMMs are cuBLAS's); NCU_QMMA_BATCHES (default 1) the decode rows, one profile each.
+  for rows in ${NCU_QMMA_BATCHES:-1}; do
+    RINGLM_NCU_SKIP=2 ncu_one "qmma$rows" quant_mma_kernel --kv-memory 40000 --context 512 \
+      --batch "$rows"
+  done
 fi
 
 # The tests (stage tests) stop the script on a hang, before any benchmark.

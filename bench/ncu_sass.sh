@@ -21,8 +21,9 @@ ncu=${NCU:-/usr/local/cuda/bin/ncu}
   >"$out/ncu.log" 2>&1 || true
 "$ncu" -i "$out/kernel.ncu-rep" --page source --print-source sass --csv >"$out/sass.csv" 2>>"$out/ncu.log" || true
 "$ncu" -i "$out/kernel.ncu-rep" --page details >"$out/details.txt" 2>>"$out/ncu.log" || true
-grep -E "Duration|Registers|Achieved Occupancy|Issued Ipc|Warp Cycles Per Issued|No Eligible" \
-  "$out/details.txt" | head -12 || true
+grep -E "Duration|Registers|Achieved Occupancy|Issued Ipc|Warp Cycles Per Issued|No Eligible|\
+DRAM Throughput|L1/TEX Cache Throughput|L2 Cache Throughput|Compute \(SM\) Throughput" \
+  "$out/details.txt" | head -16 || true
 python3 - "$out/sass.csv" <<'PY'
 # The page's columns differ between Nsight versions: find the address, source, executed-count
 # and stall-sample columns by name.
