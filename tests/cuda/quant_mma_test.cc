@@ -12,9 +12,11 @@
 #include <cstring>
 #include <deque>
 #include <initializer_list>
+#include <string>
 #include <vector>
 
 #include "backends/cuda/quant_mma.h"
+#include "backends/cuda/runtime.h"
 #include "cuda_test_util.h"
 #include "op_checks.h"
 #include "quant_checks.h"
@@ -253,6 +255,32 @@ TEST(CudaQuantMma, JoinedTargetsEqualSeparateCallsBitwise) {
   OnDevice a4(DType::F32, {3, 300});
   matmul(dx.t(), w4, no_bias, a4.t());
   EXPECT_TRUE(testing::bitwise_equal(y4.to_host().t(), a4.to_host().t()));
+}
+
+// The default row-group limit follows the device's DRAM bandwidth (quant_mma.h): the device
+// reports its memory clock and bus width (a zero would quietly take the H100's rule everywhere),
+// and the limit is 96 rows below kQuantMmaWideGroupsMaxGbps, 64 above, 64 without wide groups.
+TEST(CudaQuantMma, GroupedRowLimitFollowsTheDramBandwidth) {
+  RINGLM_REQUIRE_GPU();
+  const double gbps = cuda::dram_peak_gbps();
+  RecordProperty("dram_peak_gbps", std::to_string(gbps));
+  EXPECT_GT(gbps, 500.0);               // every GPU ringlm targets (H100 ~3,350, H200 ~4,800)
+  cuda::set_quant_mma_grouped_rows(0);  // the default, whatever the environment asked
+  {
+    const SwitchFor wide(cuda::quant_mma_wide_groups, cuda::set_quant_mma_wide_groups, true);
+    EXPECT_EQ(cuda::quant_mma_grouped_rows(), gbps < cuda::kQuantMmaWideGroupsMaxGbps
+                                                  ? cuda::kQuantMmaDefaultWideGroupedRows
+                                                  : cuda::kQuantMmaDefaultGroupedRows);
+  }
+  {
+    const SwitchFor narrow(cuda::quant_mma_wide_groups, cuda::set_quant_mma_wide_groups, false);
+    EXPECT_EQ(cuda::quant_mma_grouped_rows(), cuda::kQuantMmaDefaultGroupedRows);
+    cuda::set_quant_mma_grouped_rows(80);  // an override holds whatever the width
+    EXPECT_EQ(cuda::quant_mma_grouped_rows(), 80);
+    cuda::set_quant_mma_grouped_rows(cuda::kQuantMmaMaxGroupedRows + 1);  // out of range: default
+    EXPECT_EQ(cuda::quant_mma_grouped_rows(), cuda::kQuantMmaDefaultGroupedRows);
+  }
+  cuda::set_quant_mma_grouped_rows(0);
 }
 
 // Row groups (17-64 rows, 96 with wide groups on an H100; quant_mma_row_groups(): on by default):
