@@ -111,4 +111,17 @@ class SwitchFor {
   bool before_;
 };
 
+// Sets an integer backend setting (quant_mma.h, cuda_ops.h: 0 = its default) for a scope and puts
+// it back to its default after, also when an assertion returns early.
+class SettingFor {
+ public:
+  SettingFor(void (*set)(int64_t), int64_t value) : set_(set) { set_(value); }
+  ~SettingFor() { set_(0); }
+  SettingFor(const SettingFor&) = delete;
+  SettingFor& operator=(const SettingFor&) = delete;
+
+ private:
+  void (*set_)(int64_t);
+};
+
 }  // namespace ringlm::ops::testing

@@ -291,10 +291,8 @@ TEST(CudaQuantMma, GroupedRowLimitFollowsTheDramBandwidth) {
 TEST(CudaQuantMma, RowGroupsAreTheBitsOfSixteenRowCalls) {
   RINGLM_REQUIRE_GPU();
   const SwitchFor groups(cuda::quant_mma_row_groups, cuda::set_quant_mma_row_groups, true);
-  struct GroupedRowsFor {
-    explicit GroupedRowsFor(int64_t rows) { cuda::set_quant_mma_grouped_rows(rows); }
-    ~GroupedRowsFor() { cuda::set_quant_mma_grouped_rows(0); }
-  } const limit(cuda::kQuantMmaDefaultWideGroupedRows);
+  const testing::SettingFor limit(cuda::set_quant_mma_grouped_rows,
+                                  cuda::kQuantMmaDefaultWideGroupedRows);
   for (int bits : {4, 8}) {
     for (const Case& c :
          {Case{17, 4096, 1024}, Case{40, 512, 1000}, Case{64, 14336, 64}, Case{80, 512, 1000}}) {

@@ -93,11 +93,14 @@ TEST(CudaQuantMatmul, PipelinedGemvEqualsTheFirstKernel) {
   }
 }
 
-// More columns than one 64 MiB dequantization tile holds (140000 · 256 BF16 = 72 MB): the tiles'
-// y columns and bias slices must line up.
+// More columns than one dequantization tile holds (140000 · 256 BF16 = 72 MB in 16 MiB tiles):
+// the tiles' y columns and bias slices must line up.
 TEST(CudaQuantMatmul, SeveralColumnTiles) {
   RINGLM_REQUIRE_GPU();
   const testing::QuantMmaOff mma_off;  // its row groups would take 17 rows
+  // 16 MiB tiles: 32768 of these 512-byte bf16 rows each, so 5 tiles, the last one shorter (the
+  // default 128 MiB would hold the whole 71.7 MB weight).
+  const testing::SettingFor tiles(cuda::set_dequant_tile_mib, 16);
   const QuantFixture f(140000, 256, 4, 64, DType::BF16, 9);
   QuantPath path = QuantPath::Mma;
   expect_matches_cpu(f, 17, true, 21, &path);  // 17 rows: past the GEMV's 8

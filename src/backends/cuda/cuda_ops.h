@@ -147,6 +147,12 @@ void gemv_gated(const Tensor& x, const GemvTarget& gate, const GemvTarget& up,
 // bits. On unless RINGLM_CUDA_QUANT_GEMV_PIPELINED=0 or a test turns it off.
 void set_quant_gemv_pipelined(bool enabled);
 bool quant_gemv_pipelined();
+// The most MiB of dequantized weight rows one tile of the M > 8 path holds (one cuBLAS GEMM per
+// tile): 128 (any 8B-shape weight whole), or RINGLM_CUDA_DEQUANT_TILE_MIB (1..1024) read at
+// start-up for A/Bs. Tests set it (set_dequant_tile_mib; 0 = back to the default) to run several
+// tiles per weight.
+int64_t dequant_tile_mib();
+void set_dequant_tile_mib(int64_t mib);
 void matmul_quantized(const Tensor& x,                // F32[M, K], rows may be strided
                       const ops::QuantizedMatrix& w,  // [N, K]
                       const Tensor& bias,             // F32|BF16|F16[N] or empty

@@ -20,7 +20,7 @@
 // the same sums bit for bit.
 //
 // More rows (prefill): column tiles of dequant(w), rounded to the scales' dtype, are written into
-// a scratch buffer of at most dequant_tile_bytes() and handed to the dense cuda::matmul (cuBLAS):
+// a scratch buffer of at most dequant_tile_mib() MiB and handed to the dense cuda::matmul (cuBLAS):
 // a weight larger than the scratch is never materialized whole.
 #include <algorithm>
 #include <atomic>
@@ -407,11 +407,13 @@ void launch_gemv(int64_t M, const GemvArgs& a, cudaStream_t stream) {
   }
 }
 
-// The scratch's size: RINGLM_CUDA_DEQUANT_TILE_MIB (same-binary A/Bs, at most 1 GiB) or
-// kDequantTileMiB.
-size_t dequant_tile_bytes() {
-  static const int64_t mib = env_positive_int("RINGLM_CUDA_DEQUANT_TILE_MIB", kDequantTileMiB);
-  return static_cast<size_t>(std::min<int64_t>(mib, 1024)) << 20;
+int64_t valid_tile_mib(int64_t mib) {
+  return mib >= 1 && mib <= 1024 ? mib : kDequantTileMiB;
+}
+std::atomic<int64_t>& tile_mib_setting() {
+  static std::atomic<int64_t> mib{
+      valid_tile_mib(env_positive_int("RINGLM_CUDA_DEQUANT_TILE_MIB", kDequantTileMiB))};
+  return mib;
 }
 
 // Many rows: dense matmuls over column tiles of dequant(w) in scratch.
@@ -421,7 +423,7 @@ void matmul_dequantized_tiles(const Tensor& x, const ops::QuantizedMatrix& q, co
   const QuantArgs w = quant_args(q);
   const DType dtype = q.scales.dtype;
   const size_t row_bytes = static_cast<size_t>(w.K) * dtype_size(dtype);
-  int64_t tile_rows = static_cast<int64_t>(dequant_tile_bytes() / row_bytes);
+  int64_t tile_rows = static_cast<int64_t>((size_t{1} << 20) * dequant_tile_mib() / row_bytes);
   if (tile_rows >= 128) tile_rows -= tile_rows % 128;  // whole GEMM tiles for cuBLAS
   tile_rows = std::min<int64_t>(w.N, std::max<int64_t>(1, tile_rows));
   void* scratch = ctx.scratch(Scratch::DequantTile, static_cast<size_t>(tile_rows) * row_bytes);
@@ -459,6 +461,14 @@ void set_quant_gemv_pipelined(bool enabled) {
 
 bool quant_gemv_pipelined() {
   return pipelined_gemv();
+}
+
+int64_t dequant_tile_mib() {
+  return tile_mib_setting().load(std::memory_order_relaxed);
+}
+
+void set_dequant_tile_mib(int64_t mib) {
+  tile_mib_setting().store(valid_tile_mib(mib), std::memory_order_relaxed);
 }
 
 void matmul_quantized(const Tensor& x, const ops::QuantizedMatrix& q, const Tensor& bias,
