@@ -70,7 +70,9 @@ Device check_quantized_matmul(const Tensor& x, const QuantizedMatrix& q, const T
                               Tensor& y) {
   const Device dev = detail::device_of("matmul", {&x, &q.codes, &q.scales, &q.biases, &bias, &y});
   check_quantized(q, "matmul w");
-  check_dtype(x, DType::F32, "matmul x");
+  // CUDA takes x already rounded to the bf16 scales' dtype (matmul_input_dtype).
+  if (x.dtype != DType::BF16 || dev != Device::CUDA || q.scales.dtype != DType::BF16)
+    check_dtype(x, DType::F32, "matmul x");
   check_shape(x, {-1, q.cols()}, "matmul x");
   const int64_t n = q.rows();
   if (!bias.empty()) {
@@ -163,7 +165,14 @@ void gated_matmul(const Tensor& x, const MatmulTarget& gate, const MatmulTarget&
 
 DType matmul_input_dtype(const Weight& w, int64_t rows) {
 #ifdef RINGLM_HAS_CUDA
-  if (cuda::rounded_matmul_inputs() && !w.is_quantized() && w.dense().device == Device::CUDA &&
+  if (!cuda::rounded_matmul_inputs()) return DType::F32;
+  if (w.is_quantized()) {
+    const QuantizedMatrix& q = w.quant();
+    return q.codes.device == Device::CUDA && cuda::quantized_matmul_takes_half_x(q, rows)
+               ? DType::BF16
+               : DType::F32;
+  }
+  if (w.dense().device == Device::CUDA &&
       (w.dense().dtype == DType::BF16 || w.dense().dtype == DType::F16) &&
       rows > cuda::kGemvMaxRows)
     return w.dense().dtype;

@@ -62,12 +62,14 @@ void check_quantized(const QuantizedMatrix& q, const char* what);
 
 // The dtype in which a matmul of `rows` rows with w takes x at no cost in precision: BF16/F16
 // where the backend rounds x to the weights' 16-bit dtype anyway (CUDA above the decode GEMV's
-// rows: cuBLAS), so the op that makes x (rms_norm, gated_activation) can write it rounded and
-// the matmul skips its own rounding pass — bit for bit the F32 path. F32 everywhere else.
+// rows: cuBLAS; MLX-quantized weights with BF16 scales from 9 rows: the tensor-core kernel and
+// the dequantized tiles, cuda::quantized_matmul_takes_half_x), so the op that makes x (rms_norm,
+// gated_activation) can write it rounded and the matmul skips its own rounding — bit for bit the
+// F32 path. F32 everywhere else.
 DType matmul_input_dtype(const Weight& w, int64_t rows);
 
 // y = x · wᵀ (+ bias), as ops::matmul, for a dense or quantized w.
-void matmul(const Tensor& x,     // F32[M, K] (dense w: or matmul_input_dtype)
+void matmul(const Tensor& x,     // F32[M, K] (or matmul_input_dtype)
             const Weight& w,     // [N, K]
             const Tensor& bias,  // F32|BF16|F16[N] or empty
             Tensor& y);          // F32[M, N]

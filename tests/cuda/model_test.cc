@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "backends/cuda/cuda_ops.h"
+#include "backends/cuda/quant_mma.h"
 #include "backends/cuda/runtime.h"
 #include "cuda/cuda_test_util.h"
 #include "engine/runner.h"
@@ -252,6 +253,43 @@ TEST(GpuModel, RoundedMatmulInputsChangeNoBits) {
       ASSERT_TRUE(cuda::merge_rounded());
       expect_switch_changes_no_bits(lockstep, cuda::set_merge_rounded);  // the rounding pass
     }
+  }
+}
+
+// The same with MLX 4-bit weights (BF16 scales, group 64; cuda::quant_mma_half_x on): from 9
+// rows the norms, the gated activation and the decode merge write bf16 rows for quant_mma's bf16
+// kernels and, past its rows, the dequantized tiles. A prompt in chunks of 7, 20 and 50 beside a
+// neighbour (steps of 14, 40 and up to 100 rows: the 16-row kernel, row groups, the tiles), and
+// twelve prompts in decode steps of 12 rows (bf16 and TurboQuant K/V), with the rounded inputs
+// and without.
+TEST(GpuModel, RoundedMatmulInputsChangeNoBitsWithQuantizedWeights) {
+  RINGLM_REQUIRE_GPU();
+  auto gpu =
+      models::load_model(testing::write_random_checkpoint(
+                             "gpu_mlx4_feed_llama", testing::llama_config(256, 512, 2, 8, 2, 128),
+                             {"--seed=17", "--dtype=bf16", "--quantize=4"}),
+                         Device::CUDA);
+  const ops::testing::SwitchFor half_x(cuda::quant_mma_half_x, cuda::set_quant_mma_half_x, true);
+  std::vector<int32_t> prompt, neighbour;
+  for (int i = 0; i < 90; ++i) prompt.push_back(3 + (i * 37) % 500);
+  for (int i = 0; i < 70; ++i) neighbour.push_back(5 + (i * 53) % 500);
+  ASSERT_TRUE(cuda::rounded_matmul_inputs());
+  const int64_t half_before = cuda::quant_mma_half_x_count();
+  for (int64_t chunk : {7, 20, 50}) {
+    SCOPED_TRACE(::testing::Message() << "chunks of " << chunk);
+    expect_switch_changes_no_bits(*gpu, prompt, chunk, neighbour, cuda::set_rounded_matmul_inputs);
+  }
+  EXPECT_GT(cuda::quant_mma_half_x_count(), half_before) << "no bf16 x reached quant_mma";
+  std::vector<std::vector<int32_t>> prompts(12);
+  for (size_t r = 0; r < prompts.size(); ++r)
+    for (int i = 0; i < 20; ++i)
+      prompts[r].push_back(static_cast<int32_t>(3 + (i * 41 + 13 * static_cast<int>(r)) % 500));
+  for (const char* format : {"bf16", "turbo"}) {
+    SCOPED_TRACE(format);
+    const kv::KvFormat kv_format = kv::KvFormat::parse(format);
+    expect_switch_changes_no_bits(
+        [&] { return testing::lockstep_logits(*gpu, prompts, kv_format); },
+        cuda::set_rounded_matmul_inputs);
   }
 }
 

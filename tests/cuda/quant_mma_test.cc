@@ -1,11 +1,11 @@
 // The tensor-core decode GEMM for MLX-quantized weights (backends/cuda/quant_mma.h) for 1..16
-// rows (17..96 as row groups of 16 or 32 rows), 4- and 8-bit codes, bf16 scales. Oracles: the CPU's
-// quantized matmul within the kernel's stated bound (quant_checks.h) on random codes, scales,
-// biases and x; bit for bit on small integers (every dequantized weight, product and partial sum
-// exact, so any k order, split or tile must give the CPU's bits); batch invariance bit for bit (a
-// row alone or among 16, with and without splits of K, and repeated launches: the split tickets
-// return to zero); strided rows; the shapes it declines take the other paths (quant_mma_count()
-// tells which path ran).
+// rows (17..96 as row groups of 16 or 32 rows), 4- and 8-bit codes, bf16 scales, f32 or bf16 x.
+// Oracles: the CPU's quantized matmul within the kernel's stated bound (quant_checks.h) on random
+// codes, scales, biases and x; bit for bit on small integers (every dequantized weight, product
+// and partial sum exact, so any k order, split or tile must give the CPU's bits); batch invariance
+// bit for bit (a row alone or among 16, with and without splits of K, and repeated launches: the
+// split tickets return to zero); bf16 x the bits of its f32 values; strided rows; the shapes it
+// declines take the other paths (quant_mma_count() tells which path ran).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -333,6 +333,50 @@ TEST(CudaQuantMma, RowGroupsAreTheBitsOfSixteenRowCalls) {
         QuantPath path = QuantPath::Gemv;
         testing::expect_matches_cpu(f, c.M, true, static_cast<uint32_t>(c.N), &path);
         ASSERT_EQ(path, QuantPath::Mma);
+      }
+    }
+  }
+}
+
+// x already rounded to bf16 (ops::matmul_input_dtype from 9 rows) gives the bits of its f32
+// values: quant_mma's bf16 kernels at 9-16 rows and in row groups of 16 and 32 (the limit set to
+// 96 rows: the 80-row case everywhere), the dequantized tiles past the limit — the same mma
+// operands, or the same GEMM. Strided x rows (8 bf16 apart beyond K) too.
+TEST(CudaQuantMma, HalfXIsTheBitsOfItsF32Values) {
+  RINGLM_REQUIRE_GPU();
+  const testing::SettingFor limit(cuda::set_quant_mma_grouped_rows,
+                                  cuda::kQuantMmaDefaultWideGroupedRows);
+  const SwitchFor half_x(cuda::quant_mma_half_x, cuda::set_quant_mma_half_x, true);
+  ASSERT_TRUE(cuda::quant_mma_row_groups() && cuda::quant_mma_wide_groups());
+  for (int bits : {4, 8}) {
+    for (const Case& c :
+         {Case{9, 4096, 1024}, Case{16, 512, 1000}, Case{17, 14336, 64}, Case{40, 512, 1000},
+          Case{64, 4096, 333}, Case{80, 512, 1000}, Case{97, 512, 200}}) {
+      for (int64_t pad : {int64_t{0}, int64_t{8}}) {
+        SCOPED_TRACE(::testing::Message() << "bits=" << bits << " M=" << c.M << " K=" << c.K
+                                          << " N=" << c.N << " x row pad=" << pad);
+        const QuantFixture f(c.N, c.K, bits, 64, DType::BF16, static_cast<uint32_t>(c.M + c.N));
+        const DeviceQuant dw(f);
+        const Weight w = Weight::quantized(dw.q);
+        ASSERT_EQ(matmul_input_dtype(w, c.M), DType::BF16);
+        Owned xh(DType::BF16, {c.M, c.K + pad}), xf(DType::F32, {c.M, c.K + pad});
+        testing::fill_uniform(xh, 131, -2.0f, 2.0f);
+        for (int64_t i = 0; i < xh.t().numel(); ++i) xf.set(i, xh.f(i));
+        OnDevice dxh(xh), dxf(xf), from_f32(DType::F32, {c.M, c.N}),
+            from_half(DType::F32, {c.M, c.N});
+        const auto rows = [&](OnDevice& x) {  // [M, K] inside [M, K + pad]
+          Tensor v = x.t();
+          v.shape[1] = c.K;
+          return v;
+        };
+        matmul(rows(dxf), w, Tensor(), from_f32.t());
+        const int64_t mma_before = cuda::quant_mma_count();
+        const int64_t half_before = cuda::quant_mma_half_x_count();
+        matmul(rows(dxh), w, Tensor(), from_half.t());
+        const bool by_mma = c.M <= cuda::quant_mma_grouped_rows();
+        EXPECT_EQ(cuda::quant_mma_count(), mma_before + (by_mma ? 1 : 0));
+        EXPECT_EQ(cuda::quant_mma_half_x_count(), half_before + (by_mma ? 1 : 0));
+        ASSERT_TRUE(testing::bitwise_equal(from_half.to_host().t(), from_f32.to_host().t()));
       }
     }
   }

@@ -207,6 +207,11 @@ TEST(QuantMatmul, RejectsBadArguments) {
   EXPECT_THROW(call(bad), Error);
   Owned x_short(DType::F32, {2, 32});
   EXPECT_THROW(matmul(x_short.t(), Weight::quantized(w.q), Tensor(), y.t()), Error);
+  // bf16 x (a CUDA-only input, ops::matmul_input_dtype) is refused on the CPU, and the CPU never
+  // asks for it.
+  Owned x_bf16(DType::BF16, {2, 64});
+  EXPECT_THROW(matmul(x_bf16.t(), Weight::quantized(w.q), Tensor(), y.t()), Error);
+  EXPECT_EQ(matmul_input_dtype(Weight::quantized(w.q), 64), DType::F32);
   Owned ids(DType::I32, {1}), out(DType::F32, {1, 64});
   ids.p<int32_t>()[0] = 4;  // vocabulary is [0, 4)
   EXPECT_THROW(embedding(ids.t(), Weight::quantized(w.q), 1.0f, out.t()), Error);

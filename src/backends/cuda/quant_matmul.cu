@@ -477,10 +477,13 @@ void matmul_quantized(const Tensor& x, const ops::QuantizedMatrix& q, const Tens
   if (M == 0 || N == 0) return;
   if (q.cols() == 0)  // y = bias: the dense path's K = 0 case
     return matmul(x, Tensor(q.codes.data, q.scales.dtype, {N, 0}, Device::CUDA), bias, y);
+  RINGLM_CHECK(x.dtype == DType::F32 || x.dtype == q.scales.dtype, "matmul_quantized: x ",
+               dtype_name(x.dtype), " with ", dtype_name(q.scales.dtype), " scales");
   const QuantMma mma{&x, &q, &bias, &y};
   if (quant_mma_applies(mma)) return quant_mma(mma);
   const int64_t ldx = leading_dim(x);
-  if (M > kQuantGemvMaxRows || !aligned16(q.codes.data))
+  // 16-bit x (quantized_matmul_takes_half_x): the tiles' GEMM in x's dtype.
+  if (x.dtype != DType::F32 || M > kQuantGemvMaxRows || !aligned16(q.codes.data))
     return matmul_dequantized_tiles(x, q, bias, y);
   const GemvArgs a{quant_args(q),
                    x.ptr<const float>(),

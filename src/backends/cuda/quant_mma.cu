@@ -23,7 +23,7 @@ std::atomic<bool>& enabled_flag() {
   static std::atomic<bool> on{env_switch_on("RINGLM_CUDA_QUANT_MMA")};
   return on;
 }
-std::atomic<int64_t> g_count{0}, g_warp_x_count{0}, g_wide_group_count{0};
+std::atomic<int64_t> g_count{0}, g_warp_x_count{0}, g_wide_group_count{0}, g_half_x_count{0};
 
 // Blocks per SM the split rule aims for (4 fit by the launch bounds): 4, or
 // RINGLM_CUDA_QUANT_MMA_BLOCKS_PER_SM (1..8) read at start-up, for same-binary A/B runs.
@@ -64,18 +64,26 @@ std::atomic<bool>& wide_groups_flag() {
   return on;
 }
 
+// Off by default until measured (wip/README.md): what the GPU machine decides.
+std::atomic<bool>& half_x_flag() {
+  static std::atomic<bool> on{env_switch_on("RINGLM_CUDA_QUANT_MMA_HALF_X", false)};
+  return on;
+}
+
 std::atomic<bool>& warp_x_flag() {
   static std::atomic<bool> on{env_switch_on("RINGLM_CUDA_QUANT_MMA_WARP_X")};
   return on;
 }
 
-template <int BITS, int MT, bool kStaged, bool kWarpX = false, bool kRowGroups = false>
+template <int BITS, int MT, bool kStaged, bool kWarpX = false, bool kRowGroups = false,
+          bool kHalfX = false>
 void launch_variant(const MmaArgs& args, int blocks, cudaStream_t stream) {
-  constexpr auto kKernel = quant_mma_kernel<BITS, MT, kStaged, kWarpX, kRowGroups>;
-  constexpr size_t kSmem =
-      kWarpX ? sizeof(float4) * kWarps * kWarpXUnits
-             : sizeof(float4) * x_stages<MT>() * 8 * MT * kRowUnits +
-                   (kStaged ? sizeof(uint32_t) * x_stages<MT>() * kScaleStageWords : 0);
+  constexpr auto kKernel = quant_mma_kernel<BITS, MT, kStaged, kWarpX, kRowGroups, kHalfX>;
+  constexpr int kStages = x_stages<MT, kHalfX>();
+  constexpr size_t kSmem = kWarpX
+                               ? sizeof(float4) * kWarps * kWarpXUnits
+                               : sizeof(float4) * kStages * 8 * MT * row_units<kHalfX>() +
+                                     (kStaged ? sizeof(uint32_t) * kStages * kScaleStageWords : 0);
   static const bool sized = [] {
     RINGLM_CUDA_CHECK(cudaFuncSetAttribute(kKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                            static_cast<int>(kSmem)));
@@ -89,9 +97,21 @@ void launch_variant(const MmaArgs& args, int blocks, cudaStream_t stream) {
 // aligned; per-lane loads at 1-8 rows. H200, 8B shape (docs/benchmarks.md, "GPU decode with
 // MLX-quantized weights", ninth session): staged, 16 rows ran 1.08x (mlx4) and 1.29x (mlx8);
 // 1-4 rows 0.95-0.98x (mlx8 1 row 1.03x), 8 rows 0.99x / 1.04x. The same bits either way.
-// MT = 4: 32-row groups (quant_mma_wide_groups()), row-group kernels only.
+// MT = 4: 32-row groups (quant_mma_wide_groups()), row-group kernels only. bf16 x (9+ rows,
+// aligned scales: quant_mma_applies) takes the staged kernels whatever the switch says.
 template <int BITS, int MT>
-void launch(const MmaArgs& args, int blocks, bool scales_aligned, cudaStream_t stream) {
+void launch(const MmaArgs& args, int blocks, bool scales_aligned, bool half_x,
+            cudaStream_t stream) {
+  if constexpr (MT >= 2) {
+    if (half_x) {
+      g_half_x_count.fetch_add(1, std::memory_order_relaxed);
+      if constexpr (MT == 2) {
+        if (args.row_groups == 1)
+          return launch_variant<BITS, MT, true, false, false, true>(args, blocks, stream);
+      }
+      return launch_variant<BITS, MT, true, false, true, true>(args, blocks, stream);
+    }
+  }
   const bool staged = scales_aligned && staged_flag().load(std::memory_order_relaxed);
   if constexpr (MT == 4) {
     staged ? launch_variant<BITS, MT, true, false, true>(args, blocks, stream)
@@ -127,6 +147,11 @@ bool aligned16(const void* p) {
   return reinterpret_cast<uintptr_t>(p) % 16 == 0;
 }
 
+bool scales_aligned4(const ops::QuantizedMatrix& q) {
+  return reinterpret_cast<uintptr_t>(q.scales.data) % 4 == 0 &&
+         reinterpret_cast<uintptr_t>(q.biases.data) % 4 == 0;
+}
+
 }  // namespace
 
 bool quant_mma_applies(const QuantMma& g) {
@@ -135,13 +160,17 @@ bool quant_mma_applies(const QuantMma& g) {
   if (!enabled_flag().load(std::memory_order_relaxed)) return false;
   if (q.bits != 4 && q.bits != 8) return false;
   if (q.scales.dtype != DType::BF16 || q.biases.dtype != DType::BF16) return false;
+  const bool half_x = g.x->dtype == DType::BF16;
+  if (g.x->dtype != DType::F32 && !half_x) return false;
+  // bf16 x: the staged kernels of 9+ rows (n-tiles of 8 rows: two or four).
+  if (half_x && (M <= kQuantMmaMaxRows / 2 || !scales_aligned4(q))) return false;
   const int64_t max_rows = row_groups_flag().load(std::memory_order_relaxed)
                                ? quant_mma_grouped_rows()
                                : kQuantMmaMaxRows;
   if (M < 1 || M > max_rows || N == 0 || N > INT32_MAX / 2) return false;
   if (K <= 0 || K % kPageK != 0 || K > INT32_MAX / 2) return false;
   const int64_t ldx = leading_dim(*g.x);
-  return aligned16(q.codes.data) && aligned16(g.x->data) && ldx % 4 == 0;
+  return aligned16(q.codes.data) && aligned16(g.x->data) && ldx % (half_x ? 8 : 4) == 0;
 }
 
 bool quant_mma_many_applies(std::span<const QuantMma> targets) {
@@ -153,6 +182,11 @@ bool quant_mma_many_applies(std::span<const QuantMma> targets) {
       return false;
   }
   return true;
+}
+
+bool quantized_matmul_takes_half_x(const ops::QuantizedMatrix& q, int64_t rows) {
+  return half_x_flag().load(std::memory_order_relaxed) && q.scales.dtype == DType::BF16 &&
+         q.biases.dtype == DType::BF16 && rows > kQuantMmaMaxRows / 2 && scales_aligned4(q);
 }
 
 void quant_mma(const QuantMma& g) {
@@ -168,7 +202,7 @@ void quant_mma_many(std::span<const QuantMma> targets) {
   int shift = 0;
   while ((1 << shift) < q0.group_size) ++shift;
   MmaArgs args{};
-  args.x = x.ptr<const float>();
+  args.x = x.data;
   args.ldx = leading_dim(x);
   args.row_words = q0.codes.shape[1];
   args.groups = static_cast<int>(q0.scales.shape[1]);
@@ -225,21 +259,19 @@ void quant_mma_many(std::span<const QuantMma> targets) {
   }
   blocks *= args.row_groups;   // each group of rows: every target's blocks again
   bool scales_aligned = true;  // the staged copies move 4 bytes (two groups) at a time
-  for (const QuantMma& g : targets) {
-    scales_aligned = scales_aligned && reinterpret_cast<uintptr_t>(g.w->scales.data) % 4 == 0 &&
-                     reinterpret_cast<uintptr_t>(g.w->biases.data) % 4 == 0;
-  }
+  for (const QuantMma& g : targets) scales_aligned = scales_aligned && scales_aligned4(*g.w);
+  const bool half_x = x.dtype == DType::BF16;
   const bool wide = M > 8;
   cudaStream_t stream = ctx.stream();
   if (wide_groups) g_wide_group_count.fetch_add(1, std::memory_order_relaxed);
   if (q0.bits == 4) {
-    wide_groups ? launch<4, 4>(args, blocks, scales_aligned, stream)
-    : wide      ? launch<4, 2>(args, blocks, scales_aligned, stream)
-                : launch<4, 1>(args, blocks, scales_aligned, stream);
+    wide_groups ? launch<4, 4>(args, blocks, scales_aligned, half_x, stream)
+    : wide      ? launch<4, 2>(args, blocks, scales_aligned, half_x, stream)
+                : launch<4, 1>(args, blocks, scales_aligned, half_x, stream);
   } else {
-    wide_groups ? launch<8, 4>(args, blocks, scales_aligned, stream)
-    : wide      ? launch<8, 2>(args, blocks, scales_aligned, stream)
-                : launch<8, 1>(args, blocks, scales_aligned, stream);
+    wide_groups ? launch<8, 4>(args, blocks, scales_aligned, half_x, stream)
+    : wide      ? launch<8, 2>(args, blocks, scales_aligned, half_x, stream)
+                : launch<8, 1>(args, blocks, scales_aligned, half_x, stream);
   }
   check_launch("quant_mma_kernel");
   g_count.fetch_add(1, std::memory_order_relaxed);
@@ -300,6 +332,14 @@ void set_quant_mma_grouped_rows(int64_t rows) {
   grouped_rows_setting().store(valid_grouped_rows(rows), std::memory_order_relaxed);
 }
 
+bool quant_mma_half_x() {
+  return half_x_flag().load(std::memory_order_relaxed);
+}
+
+void set_quant_mma_half_x(bool enabled) {
+  half_x_flag().store(enabled, std::memory_order_relaxed);
+}
+
 bool quant_mma_warp_x() {
   return warp_x_flag().load(std::memory_order_relaxed);
 }
@@ -314,6 +354,10 @@ int64_t quant_mma_count() {
 
 int64_t quant_mma_wide_group_count() {
   return g_wide_group_count.load(std::memory_order_relaxed);
+}
+
+int64_t quant_mma_half_x_count() {
+  return g_half_x_count.load(std::memory_order_relaxed);
 }
 
 int64_t quant_mma_warp_x_count() {

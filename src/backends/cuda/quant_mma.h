@@ -36,7 +36,7 @@ constexpr int64_t kQuantMmaDefaultWideGroupedRows = 96;
 constexpr double kQuantMmaWideGroupsMaxGbps = 4000.0;
 
 struct QuantMma {
-  const Tensor* x;                // F32[M, K], rows may be strided
+  const Tensor* x;                // F32[M, K] (or BF16 at 9+ rows), rows may be strided
   const ops::QuantizedMatrix* w;  // [N, K]
   const Tensor* bias;             // F32|BF16|F16[N] or empty
   Tensor* y;                      // F32[M, N], rows may be strided
@@ -44,7 +44,10 @@ struct QuantMma {
 
 // Whether quant_mma() serves this call: 4- or 8-bit codes with BF16 scales, 1..16 rows
 // (1..quant_mma_grouped_rows() with row groups), K a multiple of 256, 16-byte aligned codes and x
-// rows (row stride a multiple of 4), and the kernel switched on.
+// rows (row stride a multiple of 4), and the kernel switched on. x may come already rounded to
+// bf16 (ops::matmul_input_dtype) at 9+ rows with 4-byte aligned scales and biases: the same bits
+// as its f32 values, half the bytes of x and of its shared-memory reads (the row-group kernels
+// read each x page once per warp).
 bool quant_mma_applies(const QuantMma& g);
 // Runs `g` (quant_mma_applies must hold).
 void quant_mma(const QuantMma& g);
@@ -53,6 +56,12 @@ void quant_mma(const QuantMma& g);
 // its own, with the same bits and group size.
 bool quant_mma_many_applies(std::span<const QuantMma> targets);
 void quant_mma_many(std::span<const QuantMma> targets);
+// Whether matmuls of `rows` rows with q should take x already rounded to bf16
+// (ops::matmul_input_dtype): quant_mma_half_x(), BF16 scales and 9+ rows, where quant_mma's bf16
+// kernels (4-byte aligned scales and biases; false otherwise, so that the f32 kernels keep those
+// calls) or the dequantized tiles (cuBLAS in bf16, past quant_mma's rows or where it declines)
+// serve it.
+bool quantized_matmul_takes_half_x(const ops::QuantizedMatrix& q, int64_t rows);
 
 // Whether quant_mma_applies() may be true: on unless RINGLM_CUDA_QUANT_MMA=0 or
 // set_quant_mma(false) (tests, same-binary A/Bs; CUDA graphs captured before keep what they
@@ -94,10 +103,17 @@ void set_quant_mma_grouped_rows(int64_t rows);
 // either way.
 bool quant_mma_warp_x();
 void set_quant_mma_warp_x(bool enabled);
+// Whether the producers of quantized matmuls' inputs (norms, the gated activation, the decode
+// merge) write bf16 rows from 9 rows on (quantized_matmul_takes_half_x): off unless
+// RINGLM_CUDA_QUANT_MMA_HALF_X=1 or set_quant_mma_half_x(true) until measured on a GPU (written in
+// the twenty-ninth session without one; wip/README.md). The same bits either way.
+bool quant_mma_half_x();
+void set_quant_mma_half_x(bool enabled);
 // Calls quant_mma() has run in this process, and of them those with warp-private x pages (tests
 // check which path a matmul took).
 int64_t quant_mma_count();
 int64_t quant_mma_warp_x_count();
 int64_t quant_mma_wide_group_count();  // calls that ran 32-row groups
+int64_t quant_mma_half_x_count();      // calls with bf16 x
 
 }  // namespace ringlm::cuda

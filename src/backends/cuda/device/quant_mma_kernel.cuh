@@ -15,7 +15,10 @@
 //  - x arrives in f32 pages of 256 k per row by cp.async (3 pages in flight, 2 for 32-row blocks;
 //    16-byte units stored lane-major, see kRowUnits, so a lane's fragment reads are fixed offsets
 //    from one base and hit distinct banks) and each lane rounds its B fragments to bf16 from there;
-//    rows past M are zeros written once, never copied.
+//    rows past M are zeros written once, never copied. Or (kHalfX, 9+ rows) x arrives already
+//    rounded to bf16 by its producer (ops::matmul_input_dtype): half the bytes and shared-memory
+//    reads, one 16-byte read for both k-steps of a word and an n-tile, byte permutes in place of
+//    the conversions — the same mma operands, so the same bits.
 // Several weights over the same x (q/k/v, gate/up) share one launch: grid blocks are dealt out
 // to the targets in order, each target with its own split of K (its outputs are the bits of its
 // own launch).
@@ -53,17 +56,22 @@ constexpr int kThreads = 32 * kWarps;
 constexpr int kTileCols = 16 * kWarps;  // w rows (y columns) per block: one mma m-tile per warp
 constexpr int kPageK = 256;             // k per x page
 constexpr int kPageUnits = kPageK / 4;  // 16-byte f32 units per x row of a page
-constexpr int kXStages = 3;             // x pages in flight (shared memory)
-constexpr int kDepth = 4;               // chunks of codes in flight per thread
+// k per 16-byte unit of x: 4 f32 or 8 bf16 (kHalfX).
+template <bool kHalfX>
+constexpr int unit_k() {
+  return kHalfX ? 8 : 4;
+}
+constexpr int kXStages = 3;  // x pages in flight (shared memory)
+constexpr int kDepth = 4;    // chunks of codes in flight per thread
 // Staged scales: a page's scales and biases of the block's rows in shared memory, up to 8 groups
 // (group size 32) per row and page.
 constexpr int kPageGroupsMax = kPageK / 32;
 constexpr int kScaleStageWords = 2 * kTileCols * kPageGroupsMax / 2;  // u32 words: scales, biases
-// x pages in flight for MT n-tiles of rows: 32-row blocks (MT = 4) keep two, so that three blocks
-// fit an SM's shared memory (2 × 34 KB of x pages each).
-template <int MT>
+// x pages in flight for MT n-tiles of rows: f32 32-row blocks (MT = 4) keep two, so that three
+// blocks fit an SM's shared memory (2 × 34 KB of x pages each; bf16 pages are half that).
+template <int MT, bool kHalfX = false>
 constexpr int x_stages() {
-  return MT == 4 ? 2 : kXStages;
+  return MT == 4 && !kHalfX ? 2 : kXStages;
 }
 
 template <int BITS>
@@ -91,7 +99,7 @@ struct MmaTarget {
 constexpr int kMaxTargets = 3;
 struct MmaArgs {
   MmaTarget t0, t1, t2;  // in grid order; named, not an array: selects, no local copies
-  const float* x;        // F32[M, ldx]
+  const void* x;         // F32[M, ldx], or BF16[M, ldx] (kHalfX kernels)
   unsigned* tickets;     // [row_groups][column tiles of all targets], zero between launches
   int64_t ldx, row_words;
   int groups, group_shift;  // group = k >> group_shift
@@ -120,15 +128,20 @@ __device__ __forceinline__ MmaTarget target_of(const MmaArgs& a, int block) {
 // lanes of a quarter-warp (c = 0..3, rows g of both parities: the row stride is 4 mod 8 units)
 // hit 8 distinct 16-byte bank groups.
 constexpr int kRowUnits = kPageUnits + 4;
+template <bool kHalfX>
+constexpr int row_units() {  // a stage's row: the page's units and 4 of padding (4 mod 8)
+  return kPageK / unit_k<kHalfX>() + 4;
+}
 // A warp's private pages (kWarpX, one row): stages of 72 units (0 mod 8), then 4 units of
 // padding and a row of zeros (what lanes g > 0 read) — 4 mod 8 units off every stage's row, so
 // the two rows one quarter-warp reads hit distinct bank groups.
 constexpr int kWarpXStageUnits = 72;
 constexpr int kWarpXZeroRow = kXStages * kWarpXStageUnits + 4;
 constexpr int kWarpXUnits = kWarpXZeroRow + kRowUnits + 4;  // 0 mod 8: every warp's the same
-template <int BITS>
+template <int BITS, bool kHalfX = false>
 __device__ __forceinline__ int stored_unit(int u) {  // u: the unit's index in its page row
-  constexpr int kChunkUnits = Chunking<BITS>::kChunkK / 4, kLaneUnits = kChunkUnits / 4;
+  constexpr int kChunkUnits = Chunking<BITS>::kChunkK / unit_k<kHalfX>();
+  constexpr int kLaneUnits = kChunkUnits / 4;
   const int chunk = u / kChunkUnits, w = u % kChunkUnits;
   return chunk * kChunkUnits + (w % kLaneUnits) * 4 + w / kLaneUnits;
 }
@@ -229,18 +242,23 @@ constexpr int quant_mma_min_blocks() {
 // the same arithmetic: the same bits.
 // kRowGroups (17 to quant_mma_grouped_rows() rows): the block's rows are its group's (a separate
 // instantiation: the group arithmetic costs the 1-16-row kernels registers).
-template <int BITS, int MT, bool kStaged, bool kWarpX, bool kRowGroups>
+// kHalfX: x is bf16 (staged scales, 9+ rows only: the producers write bf16 matmul inputs there).
+template <int BITS, int MT, bool kStaged, bool kWarpX, bool kRowGroups, bool kHalfX = false>
 __global__ void __launch_bounds__(kThreads, quant_mma_min_blocks<MT, kStaged>())
     quant_mma_kernel(const MmaArgs a) {
   static_assert(!kWarpX || (MT == 1 && !kStaged), "warp-private x pages: one row, no staging");
   static_assert(kRowGroups ? MT == 2 || MT == 4 : MT <= 2, "row groups: 16 or 32 rows a block");
-  constexpr int kStages = x_stages<MT>();
+  static_assert(!kHalfX || (kStaged && MT >= 2), "bf16 x: staged scales, 9+ rows");
+  constexpr int kStages = x_stages<MT, kHalfX>();
+  constexpr int kXRowUnits = row_units<kHalfX>();
+  constexpr int kXPageUnits = kPageK / unit_k<kHalfX>();
+  constexpr int kXBytes = kHalfX ? 2 : 4;
   constexpr int kBlockRows = kRowGroups ? 8 * MT : kGroupRows;  // rows of a group
   using C = Chunking<BITS>;
   constexpr int kRows = 8 * MT;  // x rows a stage holds (M rounded up to the mma's 8)
-  constexpr int kStageUnits = kWarpX ? kWarpXStageUnits : kRows * kRowUnits;
-  constexpr int kChunkUnits = C::kChunkK / 4;
-  // [kStages][kRows][kRowUnits], then the staged scales
+  constexpr int kStageUnits = kWarpX ? kWarpXStageUnits : kRows * kXRowUnits;
+  constexpr int kChunkUnits = C::kChunkK / unit_k<kHalfX>();
+  // [kStages][kRows][kXRowUnits], then the staged scales
   // ([kStages][scale, bias][kTileCols][kPageGroupsMax] bf16 bits, kStaged); kWarpX: per warp
   // [kXStages][kWarpXStageUnits], padding and a zero row.
   extern __shared__ __align__(16) float4 xs[];
@@ -294,7 +312,7 @@ __global__ void __launch_bounds__(kThreads, quant_mma_min_blocks<MT, kStaged>())
       x_pages[kWarpXZeroRow + v] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
   } else {
     for (int v = static_cast<int>(threadIdx.x); v < kStages * kStageUnits; v += kThreads) {
-      if ((v / kRowUnits) % kRows >= rows()) xs[v] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+      if ((v / kXRowUnits) % kRows >= rows()) xs[v] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     }
   }
   device::wait_prior_grid();
@@ -309,17 +327,19 @@ __global__ void __launch_bounds__(kThreads, quant_mma_min_blocks<MT, kStaged>())
   constexpr int kCopyRowStep = kCopiers >= kPageUnits ? kCopiers / kPageUnits : 1;
   const int copier = kWarpX ? lane : static_cast<int>(threadIdx.x);
   const int copy_row = copier / kPageUnits, copy_unit = copier % kPageUnits;
-  const float* const copy_src = a.x + (m0 + copy_row) * a.ldx + 4 * copy_unit;  // + page's k0
+  const float* const copy_src =  // + page's k0 (f32 x)
+      static_cast<const float*>(a.x) + (m0 + copy_row) * a.ldx + 4 * copy_unit;
   const int copy_dst = copy_row * kRowUnits + stored_unit<BITS>(copy_unit);
   const auto load_x = [&](int page) {  // page into stage page % kStages; real rows only
     if (page < pages) {
       const int64_t k0 = int64_t{first_page + page} * kPageK;
       float4* stage = x_pages + (page % kStages) * kStageUnits;
       if constexpr (kStaged) {
-        for (int v = static_cast<int>(threadIdx.x); v < rows() * kPageUnits; v += kThreads) {
-          const int r = v / kPageUnits, u = v % kPageUnits;
-          cp_async16_ca(stage + r * kRowUnits + stored_unit<BITS>(u),
-                        a.x + (m0 + r) * a.ldx + k0 + 4 * u);
+        const auto* x_bytes = static_cast<const char*>(a.x);
+        for (int v = static_cast<int>(threadIdx.x); v < rows() * kXPageUnits; v += kThreads) {
+          const int r = v / kXPageUnits, u = v % kXPageUnits;
+          cp_async16_ca(stage + r * kXRowUnits + stored_unit<BITS, kHalfX>(u),
+                        x_bytes + ((m0 + r) * a.ldx + k0 + unit_k<kHalfX>() * u) * kXBytes);
         }
       } else {
         const float* src = copy_src + k0;
@@ -373,10 +393,54 @@ __global__ void __launch_bounds__(kThreads, quant_mma_min_blocks<MT, kStaged>())
     const float4* xr[MT];
 #pragma unroll
     for (int t = 0; t < MT; ++t) {
-      const float4* row = !kWarpX ? stage + (8 * t + g) * kRowUnits : g == 0 ? stage : zero_row;
+      const float4* row = !kWarpX ? stage + (8 * t + g) * kXRowUnits : g == 0 ? stage : zero_row;
       xr[t] = row + ci * kChunkUnits + c;
     }
-    if constexpr (BITS == 4) {
+    if constexpr (BITS == 4 && kHalfX) {
+      const __nv_bfloat162 scale_a = as_bf162(bf16_pair(d.scale_a));
+      const __nv_bfloat162 bias_a = as_bf162(bf16_pair(d.bias_a));
+      const __nv_bfloat162 scale_b = as_bf162(bf16_pair(d.scale_b));
+      const __nv_bfloat162 bias_b = as_bf162(bf16_pair(d.bias_b));
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        uint32_t pa[4], pb[4];
+        dequant_word(word(w.a, j), scale_a, bias_a, pa);
+        dequant_word(word(w.b, j), scale_b, bias_b, pb);
+#pragma unroll
+        for (int t = 0; t < MT; ++t) {
+          // x[k0 .. k0 + 7] as bf16; the B fragments pair k0 + i with k0 + i + 4, as the codes.
+          const uint4 v = *reinterpret_cast<const uint4*>(xr[t] + 4 * j);
+#pragma unroll
+          for (int s = 0; s < 2; ++s) {
+            const uint32_t frag[4] = {pa[2 * s], pb[2 * s], pa[2 * s + 1], pb[2 * s + 1]};
+            const uint32_t lo = s == 0 ? v.x : v.y, hi = s == 0 ? v.z : v.w;
+            device::mma16816<__nv_bfloat16>(acc[t], frag, __byte_perm(lo, hi, 0x5410),
+                                            __byte_perm(lo, hi, 0x7632));
+          }
+        }
+      }
+    } else if constexpr (kHalfX) {  // 8-bit codes
+      const float scale_a = bf16_bits_to_f32(d.scale_a), bias_a = bf16_bits_to_f32(d.bias_a);
+      const float scale_b = bf16_bits_to_f32(d.scale_b), bias_b = bf16_bits_to_f32(d.bias_b);
+#pragma unroll
+      for (int i = 0; i < 2; ++i) {  // words 2i and 2i + 1: unit i of the lane's range
+        uint32_t frag[2][4];
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const uint32_t wa_j = word(w.a, 2 * i + h), wb_j = word(w.b, 2 * i + h);
+          frag[h][0] = dequant_bytes<0>(wa_j, scale_a, bias_a);
+          frag[h][1] = dequant_bytes<0>(wb_j, scale_b, bias_b);
+          frag[h][2] = dequant_bytes<2>(wa_j, scale_a, bias_a);
+          frag[h][3] = dequant_bytes<2>(wb_j, scale_b, bias_b);
+        }
+#pragma unroll
+        for (int t = 0; t < MT; ++t) {
+          const uint4 v = *reinterpret_cast<const uint4*>(xr[t] + 4 * i);  // x[k0 .. k0 + 7]
+          device::mma16816<__nv_bfloat16>(acc[t], frag[0], v.x, v.y);
+          device::mma16816<__nv_bfloat16>(acc[t], frag[1], v.z, v.w);
+        }
+      }
+    } else if constexpr (BITS == 4) {
       const __nv_bfloat162 scale_a = as_bf162(bf16_pair(d.scale_a));
       const __nv_bfloat162 bias_a = as_bf162(bf16_pair(d.bias_a));
       const __nv_bfloat162 scale_b = as_bf162(bf16_pair(d.scale_b));
