@@ -4,8 +4,8 @@
 // codes, scales, biases and x; bit for bit on small integers (every dequantized weight, product
 // and partial sum exact, so any k order, split or tile must give the CPU's bits); batch invariance
 // bit for bit (a row alone or among 16, with and without splits of K, and repeated launches: the
-// split tickets return to zero); bf16 x the bits of its f32 values; strided rows; the shapes it
-// declines take the other paths (quant_mma_count() tells which path ran).
+// split tickets return to zero); bf16 x and subnormal codes the bits of the usual path; strided
+// rows; the shapes it declines take the other paths (quant_mma_count() tells which path ran).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -281,6 +281,43 @@ TEST(CudaQuantMma, GroupedRowLimitFollowsTheDramBandwidth) {
     EXPECT_EQ(cuda::quant_mma_grouped_rows(), cuda::kQuantMmaDefaultGroupedRows);
   }
   cuda::set_quant_mma_grouped_rows(0);
+}
+
+// 4-bit codes dequantized as bf16 subnormals times the scale scaled by 2^133 (1-8 rows, chunks
+// whose scales all lie in [2^-126, 2^-5)) give the bits of the usual 128 + q path: scales in
+// ±0.03 (every chunk takes it) and with a zero, a large and a negative scale planted (the chunks
+// of those rows fall back), at 1 row (warp-private pages), 2 and 8 rows, with and without splits.
+TEST(CudaQuantMma, SubnormalCodesChangeNoBits) {
+  RINGLM_REQUIRE_GPU();
+  for (int group : kGroups) {
+    for (const Case& c : {Case{1, 4096, 1024}, Case{2, 512, 1000}, Case{8, 14336, 64}}) {
+      for (bool planted : {false, true}) {
+        SCOPED_TRACE(::testing::Message() << "group=" << group << " M=" << c.M << " K=" << c.K
+                                          << " N=" << c.N << (planted ? " planted scales" : ""));
+        QuantFixture f(c.N, c.K, 4, group, DType::BF16, static_cast<uint32_t>(group + c.M));
+        testing::fill_uniform(f.scales, 141, -0.03f, 0.03f);
+        if (planted) {
+          const int64_t groups = c.K / group;
+          f.scales.set(0, 0.0f);
+          f.scales.set((c.N / 2) * groups + 1, 0.5f);
+          f.scales.set((c.N - 1) * groups + groups - 1, -0.25f);
+        }
+        const DeviceQuant dw(f);
+        Owned x(DType::F32, {c.M, c.K});
+        testing::fill_uniform(x, 142);
+        OnDevice dx(x), usual(DType::F32, {c.M, c.N}), subnormal(DType::F32, {c.M, c.N});
+        matmul(dx.t(), Weight::quantized(dw.q), Tensor(), usual.t());
+        {
+          const SwitchFor on(cuda::quant_mma_subnormal_codes, cuda::set_quant_mma_subnormal_codes,
+                             true);
+          const int64_t before = cuda::quant_mma_count();
+          matmul(dx.t(), Weight::quantized(dw.q), Tensor(), subnormal.t());
+          ASSERT_EQ(cuda::quant_mma_count(), before + 1);
+        }
+        ASSERT_TRUE(testing::bitwise_equal(subnormal.to_host().t(), usual.to_host().t()));
+      }
+    }
+  }
 }
 
 // Row groups (17-64 rows, 96 with wide groups on an H100; quant_mma_row_groups(): on by default):

@@ -65,6 +65,12 @@ std::atomic<bool>& wide_groups_flag() {
 }
 
 // Off by default until measured (wip/README.md): what the GPU machine decides.
+std::atomic<bool>& subnormal_codes_flag() {
+  static std::atomic<bool> on{env_switch_on("RINGLM_CUDA_QUANT_MMA_SUBNORMAL_CODES", false)};
+  return on;
+}
+
+// Off by default until measured (wip/README.md): what the GPU machine decides.
 std::atomic<bool>& half_x_flag() {
   static std::atomic<bool> on{env_switch_on("RINGLM_CUDA_QUANT_MMA_HALF_X", false)};
   return on;
@@ -209,6 +215,7 @@ void quant_mma_many(std::span<const QuantMma> targets) {
   args.group_shift = shift;
   args.M = static_cast<int>(M);
   args.K = static_cast<int>(K);
+  args.subnormal_codes = subnormal_codes_flag().load(std::memory_order_relaxed);
   // Rows past 16: groups of 16 rows, or of 32 (MT = 4) where they pay (wide_groups_pay).
   const bool wide_groups =
       M > kGroupRows && wide_groups_flag().load(std::memory_order_relaxed) && wide_groups_pay(M);
@@ -330,6 +337,14 @@ int64_t quant_mma_grouped_rows() {
 
 void set_quant_mma_grouped_rows(int64_t rows) {
   grouped_rows_setting().store(valid_grouped_rows(rows), std::memory_order_relaxed);
+}
+
+bool quant_mma_subnormal_codes() {
+  return subnormal_codes_flag().load(std::memory_order_relaxed);
+}
+
+void set_quant_mma_subnormal_codes(bool enabled) {
+  subnormal_codes_flag().store(enabled, std::memory_order_relaxed);
 }
 
 bool quant_mma_half_x() {

@@ -109,6 +109,14 @@ void set_quant_mma_warp_x(bool enabled);
 // the twenty-ninth session without one; wip/README.md). The same bits either way.
 bool quant_mma_half_x();
 void set_quant_mma_half_x(bool enabled);
+// Whether 4-bit codes at 1-8 rows are dequantized as bf16 subnormals times the scale with 133
+// added to its exponent (one FMA per pair of codes instead of a subtraction and an FMA), in the
+// chunks where every lane's scales lie in [2^-126, 2^-5) — where that product is exact, so the
+// same bits: off unless RINGLM_CUDA_QUANT_MMA_SUBNORMAL_CODES=1 or
+// set_quant_mma_subnormal_codes(true) until measured on a GPU (written in the twenty-ninth
+// session without one; wip/README.md).
+bool quant_mma_subnormal_codes();
+void set_quant_mma_subnormal_codes(bool enabled);
 // Calls quant_mma() has run in this process, and of them those with warp-private x pages (tests
 // check which path a matmul took).
 int64_t quant_mma_count();

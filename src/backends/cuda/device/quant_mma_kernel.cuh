@@ -106,6 +106,7 @@ struct MmaArgs {
   int M, K;
   int row_groups;         // groups of kGroupRows rows (1 up to kQuantMmaMaxRows rows)
   int tickets_per_group;  // column tiles of all targets
+  bool subnormal_codes;   // 4-bit, 1-8 rows: dequant_subnormal_word where the scales fit
 };
 
 // Rows a block multiplies: calls of more rows (quant_mma_row_groups()) give each group of
@@ -190,6 +191,33 @@ __device__ __forceinline__ void dequant_word(uint32_t w, __nv_bfloat162 scale, _
   pairs[1] = dequant_nibbles<1>(w, scale, bias);
   pairs[2] = dequant_nibbles<2>(w, scale, bias);
   pairs[3] = dequant_nibbles<3>(w, scale, bias);
+}
+
+// Subnormal codes (1-8 rows, when MmaArgs::subnormal_codes): the nibbles masked into bf16
+// subnormals q·2^-133 (exact: bf16's smallest subnormal is 2^-133) times the scale's bits with 133
+// added to the exponent field, s·2^133 — the product is q·s exactly, so one FMA rounds q·s + b
+// once, as dequant_nibbles does, without its subtraction of 128: the same bits, 3 instructions a
+// pair instead of 4. It needs s·2^133 to be a normal bf16: exponent fields 1..121, 2^-126 <= |s| <
+// 2^-5 (a warp takes this path for a chunk only when every lane's scales fit).
+__device__ __forceinline__ bool subnormal_codes_fit(uint32_t scale_bits) {
+  return ((scale_bits >> 7) & 0xFFu) - 1u < 121u;
+}
+__device__ __forceinline__ uint32_t scale_times_2_133(uint32_t scale_bits) {
+  return scale_bits + (133u << 7);
+}
+template <int P>
+__device__ __forceinline__ uint32_t dequant_subnormal_nibbles(uint32_t w,
+                                                              __nv_bfloat162 scale_2_133,
+                                                              __nv_bfloat162 bias) {
+  const uint32_t q = (w >> (4 * P)) & 0x000F000Fu;  // q·2^-133 in each half
+  return as_u32(__hfma2(as_bf162(q), scale_2_133, bias));
+}
+__device__ __forceinline__ void dequant_subnormal_word(uint32_t w, __nv_bfloat162 scale_2_133,
+                                                       __nv_bfloat162 bias, uint32_t (&pairs)[4]) {
+  pairs[0] = dequant_subnormal_nibbles<0>(w, scale_2_133, bias);
+  pairs[1] = dequant_subnormal_nibbles<1>(w, scale_2_133, bias);
+  pairs[2] = dequant_subnormal_nibbles<2>(w, scale_2_133, bias);
+  pairs[3] = dequant_subnormal_nibbles<3>(w, scale_2_133, bias);
 }
 
 // Byte E of an 8-bit word as an exact float (2^23 + q built by a byte permute, 2^23 subtracted).
@@ -441,16 +469,10 @@ __global__ void __launch_bounds__(kThreads, quant_mma_min_blocks<MT, kStaged>())
         }
       }
     } else if constexpr (BITS == 4) {
-      const __nv_bfloat162 scale_a = as_bf162(bf16_pair(d.scale_a));
       const __nv_bfloat162 bias_a = as_bf162(bf16_pair(d.bias_a));
-      const __nv_bfloat162 scale_b = as_bf162(bf16_pair(d.scale_b));
       const __nv_bfloat162 bias_b = as_bf162(bf16_pair(d.bias_b));
-#pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        const uint32_t wa_j = word(w.a, j), wb_j = word(w.b, j);
-        uint32_t pa[4], pb[4];
-        dequant_word(wa_j, scale_a, bias_a, pa);
-        dequant_word(wb_j, scale_b, bias_b, pb);
+      // Word j's pairs of rows g (pa) and g + 8 (pb) times x's k0 .. k0 + 7.
+      const auto mma_word = [&](int j, const uint32_t(&pa)[4], const uint32_t(&pb)[4]) {
 #pragma unroll
         for (int t = 0; t < MT; ++t) {
           const float4 lo = xr[t][8 * j], hi = xr[t][8 * j + 4];  // k0 .. k0 + 3, k0 + 4 .. + 7
@@ -464,7 +486,31 @@ __global__ void __launch_bounds__(kThreads, quant_mma_min_blocks<MT, kStaged>())
             device::mma16816<__nv_bfloat16>(acc[t], frag, b0, b1);
           }
         }
+      };
+      // The chunk with dequant(word, scale pair, bias pair, pairs) and the scales it takes.
+      const auto multiply = [&](auto dequant, uint32_t scale_a_bits, uint32_t scale_b_bits) {
+        const __nv_bfloat162 scale_a = as_bf162(bf16_pair(scale_a_bits));
+        const __nv_bfloat162 scale_b = as_bf162(bf16_pair(scale_b_bits));
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          uint32_t pa[4], pb[4];
+          dequant(word(w.a, j), scale_a, bias_a, pa);
+          dequant(word(w.b, j), scale_b, bias_b, pb);
+          mma_word(j, pa, pb);
+        }
+      };
+      if constexpr (MT == 1) {
+        if (a.subnormal_codes && __all_sync(0xFFFFFFFFu, subnormal_codes_fit(d.scale_a) &&
+                                                             subnormal_codes_fit(d.scale_b))) {
+          multiply([](uint32_t v, __nv_bfloat162 s, __nv_bfloat162 b,
+                      uint32_t(&p)[4]) { dequant_subnormal_word(v, s, b, p); },
+                   scale_times_2_133(d.scale_a), scale_times_2_133(d.scale_b));
+          return;
+        }
       }
+      multiply([](uint32_t v, __nv_bfloat162 s, __nv_bfloat162 b,
+                  uint32_t(&p)[4]) { dequant_word(v, s, b, p); },
+               d.scale_a, d.scale_b);
     } else {
       const float scale_a = bf16_bits_to_f32(d.scale_a), bias_a = bf16_bits_to_f32(d.bias_a);
       const float scale_b = bf16_bits_to_f32(d.scale_b), bias_b = bf16_bits_to_f32(d.bias_b);
