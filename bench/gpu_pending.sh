@@ -85,10 +85,20 @@ if [[ $stages == *" ncu "* ]]; then
   [ "${NCU_K8V3:-1}" = 1 ] &&
     ncu_one k8v3 decode_turbo_k8v3 --kv-memory "$kv" --context 32768 --batch 1 --kv-format turbo
   # The third quant_mma launch: layer 0's gate/up of the first decode step (512-row prefill
-  # GEMMs are cuBLAS's); NCU_QMMA_BATCHES (default 1) the decode rows, one profile each.
+  # GEMMs are cuBLAS's); NCU_QMMA_BATCHES (default 1) the decode rows, one profile each, and with
+  # NCU_QMMA_ENV (e.g. RINGLM_CUDA_QUANT_MMA_HALF_X=1) a second profile of each in that
+  # environment (ncu_qmmaROWS_env.txt).
   for rows in ${NCU_QMMA_BATCHES:-1}; do
     RINGLM_NCU_SKIP=2 ncu_one "qmma$rows" quant_mma_kernel --kv-memory 40000 --context 512 \
       --batch "$rows"
+    if [ -n "${NCU_QMMA_ENV:-}" ]; then
+      (
+        # shellcheck disable=SC2086  # NCU_QMMA_ENV is a list of NAME=VALUE words
+        export $NCU_QMMA_ENV
+        RINGLM_NCU_SKIP=2 ncu_one "qmma${rows}_env" quant_mma_kernel --kv-memory 40000 \
+          --context 512 --batch "$rows"
+      )
+    fi
   done
 fi
 
