@@ -390,6 +390,9 @@ TEST(CudaQuantMma, HalfXIsTheBitsOfItsF32Values) {
          {Case{9, 4096, 1024}, Case{16, 512, 1000}, Case{17, 14336, 64}, Case{40, 512, 1000},
           Case{64, 4096, 333}, Case{80, 512, 1000}, Case{97, 512, 200}}) {
       for (int64_t pad : {int64_t{0}, int64_t{8}}) {
+        // Past the limit (tiles): x contiguous, as the f32 path's rounded copy is (cuBLAS may
+        // pick its algorithm by the leading dimension).
+        if (pad > 0 && c.M > cuda::kQuantMmaDefaultWideGroupedRows) continue;
         SCOPED_TRACE(::testing::Message() << "bits=" << bits << " M=" << c.M << " K=" << c.K
                                           << " N=" << c.N << " x row pad=" << pad);
         const QuantFixture f(c.N, c.K, bits, 64, DType::BF16, static_cast<uint32_t>(c.M + c.N));
