@@ -306,7 +306,11 @@ TEST(CudaQuantMma, SubnormalCodesChangeNoBits) {
         Owned x(DType::F32, {c.M, c.K});
         testing::fill_uniform(x, 142);
         OnDevice dx(x), usual(DType::F32, {c.M, c.N}), subnormal(DType::F32, {c.M, c.N});
-        matmul(dx.t(), Weight::quantized(dw.q), Tensor(), usual.t());
+        {
+          const SwitchFor off(cuda::quant_mma_subnormal_codes, cuda::set_quant_mma_subnormal_codes,
+                              false);
+          matmul(dx.t(), Weight::quantized(dw.q), Tensor(), usual.t());
+        }
         {
           const SwitchFor on(cuda::quant_mma_subnormal_codes, cuda::set_quant_mma_subnormal_codes,
                              true);

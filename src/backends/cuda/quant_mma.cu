@@ -64,15 +64,13 @@ std::atomic<bool>& wide_groups_flag() {
   return on;
 }
 
-// Off by default until measured (wip/README.md): what the GPU machine decides.
 std::atomic<bool>& subnormal_codes_flag() {
-  static std::atomic<bool> on{env_switch_on("RINGLM_CUDA_QUANT_MMA_SUBNORMAL_CODES", false)};
+  static std::atomic<bool> on{env_switch_on("RINGLM_CUDA_QUANT_MMA_SUBNORMAL_CODES")};
   return on;
 }
 
-// Off by default until measured (wip/README.md): what the GPU machine decides.
 std::atomic<bool>& half_x_flag() {
-  static std::atomic<bool> on{env_switch_on("RINGLM_CUDA_QUANT_MMA_HALF_X", false)};
+  static std::atomic<bool> on{env_switch_on("RINGLM_CUDA_QUANT_MMA_HALF_X")};
   return on;
 }
 

@@ -104,17 +104,21 @@ void set_quant_mma_grouped_rows(int64_t rows);
 bool quant_mma_warp_x();
 void set_quant_mma_warp_x(bool enabled);
 // Whether the producers of quantized matmuls' inputs (norms, the gated activation, the decode
-// merge) write bf16 rows from 9 rows on (quantized_matmul_takes_half_x): off unless
-// RINGLM_CUDA_QUANT_MMA_HALF_X=1 or set_quant_mma_half_x(true) until measured on a GPU (written in
-// the twenty-ninth session without one; wip/README.md). The same bits either way.
+// merge) write bf16 rows from 9 rows on (quantized_matmul_takes_half_x): on unless
+// RINGLM_CUDA_QUANT_MMA_HALF_X=0 or set_quant_mma_half_x(false). The same bits either way. H100,
+// 8B mlx4 at 512 context: steps of 16 / 32 / 64 / 96 rows 1.21 / 1.33 / 1.31 / 1.36x (the x
+// reads had the kernel at 88 % of L1 throughput; gate/up at 64 rows 235 -> 161 us), 128 rows
+// (tiles, no rounding pass) 1.03x; mlx8 16 / 64 rows 1.11 / 1.28x (docs/benchmarks.md,
+// twenty-ninth session).
 bool quant_mma_half_x();
 void set_quant_mma_half_x(bool enabled);
 // Whether 4-bit codes at 1-8 rows are dequantized as bf16 subnormals times the scale with 133
 // added to its exponent (one FMA per pair of codes instead of a subtraction and an FMA), in the
 // chunks where every lane's scales lie in [2^-126, 2^-5) — where that product is exact, so the
-// same bits: off unless RINGLM_CUDA_QUANT_MMA_SUBNORMAL_CODES=1 or
-// set_quant_mma_subnormal_codes(true) until measured on a GPU (written in the twenty-ninth
-// session without one; wip/README.md).
+// same bits: on unless RINGLM_CUDA_QUANT_MMA_SUBNORMAL_CODES=0 or
+// set_quant_mma_subnormal_codes(false). H100, 8B mlx4: 8 % fewer instructions in the one-row
+// gate/up launch, steps 1.02-1.03x at 512 x 1-8, 1.017x at 32k x 1 with bf16 K/V and 1.01x with
+// k8v3 (docs/benchmarks.md, twenty-ninth session).
 bool quant_mma_subnormal_codes();
 void set_quant_mma_subnormal_codes(bool enabled);
 // Calls quant_mma() has run in this process, and of them those with warp-private x pages (tests
