@@ -12,6 +12,7 @@
 #include "backends/cuda/device/pdl.cuh"
 #include "backends/cuda/device/quant_mma_kernel.cuh"
 #include "backends/cuda/gemv.h"
+#include "backends/cuda/runtime.h"
 
 namespace ringlm::cuda {
 
@@ -19,10 +20,15 @@ namespace {
 
 using namespace quant_mma_detail;  // NOLINT: the kernel's constants and types
 
-std::atomic<bool>& enabled_flag() {
-  static std::atomic<bool> on{env_switch_on("RINGLM_CUDA_QUANT_MMA")};
-  return on;
-}
+// The switches (quant_mma.h says what each does), one environment name each.
+constexpr char kEnabledEnv[] = "RINGLM_CUDA_QUANT_MMA";
+constexpr char kStagedEnv[] = "RINGLM_CUDA_QUANT_MMA_STAGED_SCALES";
+constexpr char kRowGroupsEnv[] = "RINGLM_CUDA_QUANT_MMA_ROW_GROUPS";
+constexpr char kWideGroupsEnv[] = "RINGLM_CUDA_QUANT_MMA_WIDE_GROUPS";
+constexpr char kSubnormalCodesEnv[] = "RINGLM_CUDA_QUANT_MMA_SUBNORMAL_CODES";
+constexpr char kHalfXEnv[] = "RINGLM_CUDA_QUANT_MMA_HALF_X";
+constexpr char kWarpXEnv[] = "RINGLM_CUDA_QUANT_MMA_WARP_X";
+
 std::atomic<int64_t> g_count{0}, g_warp_x_count{0}, g_wide_group_count{0}, g_half_x_count{0};
 
 // Blocks per SM the split rule aims for (4 fit by the launch bounds): 4, or
@@ -47,36 +53,6 @@ SplitPlan plan_splits(int64_t N, int64_t K) {
   const int splits = std::clamp(wanted, 1, pages);
   const int per_split = (pages + splits - 1) / splits;
   return {tiles, per_split, (pages + per_split - 1) / per_split};
-}
-
-std::atomic<bool>& staged_flag() {
-  static std::atomic<bool> on{env_switch_on("RINGLM_CUDA_QUANT_MMA_STAGED_SCALES")};
-  return on;
-}
-
-std::atomic<bool>& row_groups_flag() {
-  static std::atomic<bool> on{env_switch_on("RINGLM_CUDA_QUANT_MMA_ROW_GROUPS")};
-  return on;
-}
-
-std::atomic<bool>& wide_groups_flag() {
-  static std::atomic<bool> on{env_switch_on("RINGLM_CUDA_QUANT_MMA_WIDE_GROUPS")};
-  return on;
-}
-
-std::atomic<bool>& subnormal_codes_flag() {
-  static std::atomic<bool> on{env_switch_on("RINGLM_CUDA_QUANT_MMA_SUBNORMAL_CODES")};
-  return on;
-}
-
-std::atomic<bool>& half_x_flag() {
-  static std::atomic<bool> on{env_switch_on("RINGLM_CUDA_QUANT_MMA_HALF_X")};
-  return on;
-}
-
-std::atomic<bool>& warp_x_flag() {
-  static std::atomic<bool> on{env_switch_on("RINGLM_CUDA_QUANT_MMA_WARP_X")};
-  return on;
 }
 
 template <int BITS, int MT, bool kStaged, bool kWarpX = false, bool kRowGroups = false,
@@ -116,7 +92,7 @@ void launch(const MmaArgs& args, int blocks, bool scales_aligned, bool half_x,
       return launch_variant<BITS, MT, true, false, true, true>(args, blocks, stream);
     }
   }
-  const bool staged = scales_aligned && staged_flag().load(std::memory_order_relaxed);
+  const bool staged = scales_aligned && switch_flag<kStagedEnv>().load(std::memory_order_relaxed);
   if constexpr (MT == 4) {
     staged ? launch_variant<BITS, MT, true, false, true>(args, blocks, stream)
            : launch_variant<BITS, MT, false, false, true>(args, blocks, stream);
@@ -128,7 +104,7 @@ void launch(const MmaArgs& args, int blocks, bool scales_aligned, bool half_x,
       }
       if (staged) return launch_variant<BITS, MT, true>(args, blocks, stream);
     } else {
-      if (args.M == 1 && warp_x_flag().load(std::memory_order_relaxed)) {
+      if (args.M == 1 && switch_flag<kWarpXEnv>().load(std::memory_order_relaxed)) {
         g_warp_x_count.fetch_add(1, std::memory_order_relaxed);
         return launch_variant<BITS, MT, false, true>(args, blocks, stream);
       }
@@ -161,14 +137,14 @@ bool scales_aligned4(const ops::QuantizedMatrix& q) {
 bool quant_mma_applies(const QuantMma& g) {
   const ops::QuantizedMatrix& q = *g.w;
   const int64_t M = g.x->shape[0], K = q.cols(), N = q.rows();
-  if (!enabled_flag().load(std::memory_order_relaxed)) return false;
+  if (!switch_flag<kEnabledEnv>().load(std::memory_order_relaxed)) return false;
   if (q.bits != 4 && q.bits != 8) return false;
   if (q.scales.dtype != DType::BF16 || q.biases.dtype != DType::BF16) return false;
   const bool half_x = g.x->dtype == DType::BF16;
   if (g.x->dtype != DType::F32 && !half_x) return false;
   // bf16 x: the staged kernels of 9+ rows (n-tiles of 8 rows: two or four).
   if (half_x && (M <= kQuantMmaMaxRows / 2 || !scales_aligned4(q))) return false;
-  const int64_t max_rows = row_groups_flag().load(std::memory_order_relaxed)
+  const int64_t max_rows = switch_flag<kRowGroupsEnv>().load(std::memory_order_relaxed)
                                ? quant_mma_grouped_rows()
                                : kQuantMmaMaxRows;
   if (M < 1 || M > max_rows || N == 0 || N > INT32_MAX / 2) return false;
@@ -189,8 +165,9 @@ bool quant_mma_many_applies(std::span<const QuantMma> targets) {
 }
 
 bool quantized_matmul_takes_half_x(const ops::QuantizedMatrix& q, int64_t rows) {
-  return half_x_flag().load(std::memory_order_relaxed) && q.scales.dtype == DType::BF16 &&
-         q.biases.dtype == DType::BF16 && rows > kQuantMmaMaxRows / 2 && scales_aligned4(q);
+  return switch_flag<kHalfXEnv>().load(std::memory_order_relaxed) &&
+         q.scales.dtype == DType::BF16 && q.biases.dtype == DType::BF16 &&
+         rows > kQuantMmaMaxRows / 2 && scales_aligned4(q);
 }
 
 void quant_mma(const QuantMma& g) {
@@ -213,10 +190,11 @@ void quant_mma_many(std::span<const QuantMma> targets) {
   args.group_shift = shift;
   args.M = static_cast<int>(M);
   args.K = static_cast<int>(K);
-  args.subnormal_codes = subnormal_codes_flag().load(std::memory_order_relaxed);
+  args.subnormal_codes = switch_flag<kSubnormalCodesEnv>().load(std::memory_order_relaxed);
   // Rows past 16: groups of 16 rows, or of 32 (MT = 4) where they pay (wide_groups_pay).
-  const bool wide_groups =
-      M > kGroupRows && wide_groups_flag().load(std::memory_order_relaxed) && wide_groups_pay(M);
+  const bool wide_groups = M > kGroupRows &&
+                           switch_flag<kWideGroupsEnv>().load(std::memory_order_relaxed) &&
+                           wide_groups_pay(M);
   const int64_t group_rows = wide_groups ? 2 * kGroupRows : kGroupRows;
   args.row_groups = static_cast<int>((M + group_rows - 1) / group_rows);
   MmaTarget* slots[kMaxTargets] = {&args.t0, &args.t1, &args.t2};
@@ -283,35 +261,35 @@ void quant_mma_many(std::span<const QuantMma> targets) {
 }
 
 bool quant_mma_enabled() {
-  return enabled_flag().load(std::memory_order_relaxed);
+  return switch_flag<kEnabledEnv>().load(std::memory_order_relaxed);
 }
 
 void set_quant_mma(bool enabled) {
-  enabled_flag().store(enabled, std::memory_order_relaxed);
+  switch_flag<kEnabledEnv>().store(enabled, std::memory_order_relaxed);
 }
 
 bool quant_mma_staged_scales() {
-  return staged_flag().load(std::memory_order_relaxed);
+  return switch_flag<kStagedEnv>().load(std::memory_order_relaxed);
 }
 
 void set_quant_mma_staged_scales(bool enabled) {
-  staged_flag().store(enabled, std::memory_order_relaxed);
+  switch_flag<kStagedEnv>().store(enabled, std::memory_order_relaxed);
 }
 
 bool quant_mma_row_groups() {
-  return row_groups_flag().load(std::memory_order_relaxed);
+  return switch_flag<kRowGroupsEnv>().load(std::memory_order_relaxed);
 }
 
 void set_quant_mma_row_groups(bool enabled) {
-  row_groups_flag().store(enabled, std::memory_order_relaxed);
+  switch_flag<kRowGroupsEnv>().store(enabled, std::memory_order_relaxed);
 }
 
 bool quant_mma_wide_groups() {
-  return wide_groups_flag().load(std::memory_order_relaxed);
+  return switch_flag<kWideGroupsEnv>().load(std::memory_order_relaxed);
 }
 
 void set_quant_mma_wide_groups(bool enabled) {
-  wide_groups_flag().store(enabled, std::memory_order_relaxed);
+  switch_flag<kWideGroupsEnv>().store(enabled, std::memory_order_relaxed);
 }
 
 namespace {
@@ -338,27 +316,27 @@ void set_quant_mma_grouped_rows(int64_t rows) {
 }
 
 bool quant_mma_subnormal_codes() {
-  return subnormal_codes_flag().load(std::memory_order_relaxed);
+  return switch_flag<kSubnormalCodesEnv>().load(std::memory_order_relaxed);
 }
 
 void set_quant_mma_subnormal_codes(bool enabled) {
-  subnormal_codes_flag().store(enabled, std::memory_order_relaxed);
+  switch_flag<kSubnormalCodesEnv>().store(enabled, std::memory_order_relaxed);
 }
 
 bool quant_mma_half_x() {
-  return half_x_flag().load(std::memory_order_relaxed);
+  return switch_flag<kHalfXEnv>().load(std::memory_order_relaxed);
 }
 
 void set_quant_mma_half_x(bool enabled) {
-  half_x_flag().store(enabled, std::memory_order_relaxed);
+  switch_flag<kHalfXEnv>().store(enabled, std::memory_order_relaxed);
 }
 
 bool quant_mma_warp_x() {
-  return warp_x_flag().load(std::memory_order_relaxed);
+  return switch_flag<kWarpXEnv>().load(std::memory_order_relaxed);
 }
 
 void set_quant_mma_warp_x(bool enabled) {
-  warp_x_flag().store(enabled, std::memory_order_relaxed);
+  switch_flag<kWarpXEnv>().store(enabled, std::memory_order_relaxed);
 }
 
 int64_t quant_mma_count() {

@@ -161,12 +161,6 @@ int64_t env_positive_int(const char* name, int64_t by_default) {
 }
 
 namespace {
-// A process-wide switch: on unless the environment sets `Name` to "0"; tests may flip it.
-template <const char* Name>
-std::atomic<bool>& switch_flag() {
-  static std::atomic<bool> enabled{env_switch_on(Name)};
-  return enabled;
-}
 constexpr char kPdlEnv[] = "RINGLM_CUDA_PDL";
 constexpr char kRoundedInputsEnv[] = "RINGLM_CUDA_ROUNDED_INPUTS";
 }  // namespace

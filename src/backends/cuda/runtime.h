@@ -7,6 +7,7 @@
 #include <cuda_runtime.h>
 
 #include <array>
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 
@@ -124,6 +125,13 @@ double dram_peak_gbps();
 // A run-time switch read from the environment (same-binary A/B): NAME=0 turns it off, NAME=1 on;
 // unset (or anything else) leaves it at `by_default`.
 bool env_switch_on(const char* name, bool by_default = true);
+// The process-wide flag of such a switch (on by default), read from the environment once; its
+// owner's set_ function (tests, A/Bs) flips it. Name: a constexpr char array, one per switch.
+template <const char* Name>
+std::atomic<bool>& switch_flag() {
+  static std::atomic<bool> on{env_switch_on(Name)};
+  return on;
+}
 // A positive integer setting read from the environment (same-binary A/B): `by_default` when NAME
 // is unset or not a positive integer.
 int64_t env_positive_int(const char* name, int64_t by_default);
