@@ -13,6 +13,7 @@
 #include <deque>
 #include <initializer_list>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "backends/cuda/quant_mma.h"
@@ -389,7 +390,9 @@ TEST(CudaQuantMma, HalfXIsTheBitsOfItsF32Values) {
                                   cuda::kQuantMmaDefaultWideGroupedRows);
   const SwitchFor half_x(cuda::quant_mma_half_x, cuda::set_quant_mma_half_x, true);
   ASSERT_TRUE(cuda::quant_mma_row_groups() && cuda::quant_mma_wide_groups());
-  for (int bits : {4, 8}) {
+  // 4-bit twice: x as the B fragments' pairs (quant_mma_paired_x) and as it comes.
+  for (const auto& [bits, paired] : {std::pair{4, true}, std::pair{4, false}, std::pair{8, true}}) {
+    const SwitchFor pairing(cuda::quant_mma_paired_x, cuda::set_quant_mma_paired_x, paired);
     for (const Case& c :
          {Case{9, 4096, 1024}, Case{16, 512, 1000}, Case{17, 14336, 64}, Case{40, 512, 1000},
           Case{64, 4096, 333}, Case{80, 512, 1000}, Case{97, 512, 200}}) {
@@ -397,8 +400,8 @@ TEST(CudaQuantMma, HalfXIsTheBitsOfItsF32Values) {
         // Past the limit (tiles): x contiguous, as the f32 path's rounded copy is (cuBLAS may
         // pick its algorithm by the leading dimension).
         if (pad > 0 && c.M > cuda::kQuantMmaDefaultWideGroupedRows) continue;
-        SCOPED_TRACE(::testing::Message() << "bits=" << bits << " M=" << c.M << " K=" << c.K
-                                          << " N=" << c.N << " x row pad=" << pad);
+        SCOPED_TRACE(::testing::Message() << "bits=" << bits << " paired=" << paired << " M=" << c.M
+                                          << " K=" << c.K << " N=" << c.N << " x row pad=" << pad);
         const QuantFixture f(c.N, c.K, bits, 64, DType::BF16, static_cast<uint32_t>(c.M + c.N));
         const DeviceQuant dw(f);
         const Weight w = Weight::quantized(dw.q);

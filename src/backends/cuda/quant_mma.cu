@@ -28,6 +28,7 @@ constexpr char kWideGroupsEnv[] = "RINGLM_CUDA_QUANT_MMA_WIDE_GROUPS";
 constexpr char kSubnormalCodesEnv[] = "RINGLM_CUDA_QUANT_MMA_SUBNORMAL_CODES";
 constexpr char kHalfXEnv[] = "RINGLM_CUDA_QUANT_MMA_HALF_X";
 constexpr char kWarpXEnv[] = "RINGLM_CUDA_QUANT_MMA_WARP_X";
+constexpr char kPairedXEnv[] = "RINGLM_CUDA_QUANT_MMA_PAIRED_X";
 
 std::atomic<int64_t> g_count{0}, g_warp_x_count{0}, g_wide_group_count{0}, g_half_x_count{0};
 
@@ -56,9 +57,10 @@ SplitPlan plan_splits(int64_t N, int64_t K) {
 }
 
 template <int BITS, int MT, bool kStaged, bool kWarpX = false, bool kRowGroups = false,
-          bool kHalfX = false>
+          bool kHalfX = false, bool kPairedX = false>
 void launch_variant(const MmaArgs& args, int blocks, cudaStream_t stream) {
-  constexpr auto kKernel = quant_mma_kernel<BITS, MT, kStaged, kWarpX, kRowGroups, kHalfX>;
+  constexpr auto kKernel =
+      quant_mma_kernel<BITS, MT, kStaged, kWarpX, kRowGroups, kHalfX, kPairedX>;
   constexpr int kStages = x_stages<MT, kHalfX>();
   constexpr size_t kSmem = kWarpX
                                ? sizeof(float4) * kWarps * kWarpXUnits
@@ -85,6 +87,15 @@ void launch(const MmaArgs& args, int blocks, bool scales_aligned, bool half_x,
   if constexpr (MT >= 2) {
     if (half_x) {
       g_half_x_count.fetch_add(1, std::memory_order_relaxed);
+      if constexpr (BITS == 4) {
+        if (switch_flag<kPairedXEnv>().load(std::memory_order_relaxed)) {
+          if constexpr (MT == 2) {
+            if (args.row_groups == 1)
+              return launch_variant<BITS, MT, true, false, false, true, true>(args, blocks, stream);
+          }
+          return launch_variant<BITS, MT, true, false, true, true, true>(args, blocks, stream);
+        }
+      }
       if constexpr (MT == 2) {
         if (args.row_groups == 1)
           return launch_variant<BITS, MT, true, false, false, true>(args, blocks, stream);
@@ -329,6 +340,14 @@ bool quant_mma_half_x() {
 
 void set_quant_mma_half_x(bool enabled) {
   switch_flag<kHalfXEnv>().store(enabled, std::memory_order_relaxed);
+}
+
+bool quant_mma_paired_x() {
+  return switch_flag<kPairedXEnv>().load(std::memory_order_relaxed);
+}
+
+void set_quant_mma_paired_x(bool enabled) {
+  switch_flag<kPairedXEnv>().store(enabled, std::memory_order_relaxed);
 }
 
 bool quant_mma_warp_x() {

@@ -112,6 +112,13 @@ void set_quant_mma_warp_x(bool enabled);
 // twenty-ninth session).
 bool quant_mma_half_x();
 void set_quant_mma_half_x(bool enabled);
+// Whether 4-bit codes with bf16 x (9+ rows) have each thread rewrite the x units it copied into
+// a page as the mma's B-fragment pairs (k0 + i, k0 + i + 4), once, instead of every warp pairing
+// them with two byte permutes per mma: on unless RINGLM_CUDA_QUANT_MMA_PAIRED_X=0 or
+// set_quant_mma_paired_x(false). The same operands: the same bits. Not yet measured on a GPU
+// (thirtieth session: ~128 of ~545 warp instructions per page at 32-row groups are the permutes).
+bool quant_mma_paired_x();
+void set_quant_mma_paired_x(bool enabled);
 // Whether 4-bit codes at 1-8 rows are dequantized as bf16 subnormals times the scale with 133
 // added to its exponent (one FMA per pair of codes instead of a subtraction and an FMA), in the
 // chunks where every lane's scales lie in [2^-126, 2^-5) — where that product is exact, so the

@@ -271,12 +271,19 @@ constexpr int quant_mma_min_blocks() {
 // kRowGroups (17 to quant_mma_grouped_rows() rows): the block's rows are its group's (a separate
 // instantiation: the group arithmetic costs the 1-16-row kernels registers).
 // kHalfX: x is bf16 (staged scales, 9+ rows only: the producers write bf16 matmul inputs there).
-template <int BITS, int MT, bool kStaged, bool kWarpX, bool kRowGroups, bool kHalfX = false>
+// kPairedX (4-bit, bf16 x): each thread rewrites the x units it copied, once its copies of a page
+// have landed and before the page's barrier, as the B fragments' pairs — (k0, k0 + 4),
+// (k0 + 1, k0 + 5), ... as the codes pair them — so that the consumers, four warps reading every
+// unit, take them as they are instead of two byte permutes per mma. The same operands: the same
+// bits.
+template <int BITS, int MT, bool kStaged, bool kWarpX, bool kRowGroups, bool kHalfX = false,
+          bool kPairedX = false>
 __global__ void __launch_bounds__(kThreads, quant_mma_min_blocks<MT, kStaged>())
     quant_mma_kernel(const MmaArgs a) {
   static_assert(!kWarpX || (MT == 1 && !kStaged), "warp-private x pages: one row, no staging");
   static_assert(kRowGroups ? MT == 2 || MT == 4 : MT <= 2, "row groups: 16 or 32 rows a block");
   static_assert(!kHalfX || (kStaged && MT >= 2), "bf16 x: staged scales, 9+ rows");
+  static_assert(!kPairedX || (kHalfX && BITS == 4), "paired x: 4-bit codes, bf16 x");
   constexpr int kStages = x_stages<MT, kHalfX>();
   constexpr int kXRowUnits = row_units<kHalfX>();
   constexpr int kXPageUnits = kPageK / unit_k<kHalfX>();
@@ -358,16 +365,30 @@ __global__ void __launch_bounds__(kThreads, quant_mma_min_blocks<MT, kStaged>())
   const float* const copy_src =  // + page's k0 (f32 x)
       static_cast<const float*>(a.x) + (m0 + copy_row) * a.ldx + 4 * copy_unit;
   const int copy_dst = copy_row * kRowUnits + stored_unit<BITS>(copy_unit);
+  // kStaged: the thread's unit is the same in every row it copies (kThreads is a multiple of a
+  // row's units): rows staged_row0, + kStagedRowStep, ... — their addresses once per page, then a
+  // step per row (a division and multiplications per unit were a fifth of the 64-row kernel's
+  // instructions). Cheap to recompute (shifts), so not held across the loop.
+  static_assert(kThreads % kXPageUnits == 0, "a thread copies one unit of its rows");
+  constexpr int kStagedRowStep = kThreads / kXPageUnits;
+  const int staged_row0 = static_cast<int>(threadIdx.x / unsigned{kXPageUnits});
+  const int staged_unit = static_cast<int>(threadIdx.x % unsigned{kXPageUnits});
+  const int staged_dst =
+      staged_row0 * kXRowUnits + stored_unit<BITS, kHalfX>(staged_unit);  // in a stage
   const auto load_x = [&](int page) {  // page into stage page % kStages; real rows only
     if (page < pages) {
       const int64_t k0 = int64_t{first_page + page} * kPageK;
       float4* stage = x_pages + (page % kStages) * kStageUnits;
       if constexpr (kStaged) {
-        const auto* x_bytes = static_cast<const char*>(a.x);
-        for (int v = static_cast<int>(threadIdx.x); v < rows() * kXPageUnits; v += kThreads) {
-          const int r = v / kXPageUnits, u = v % kXPageUnits;
-          cp_async16_ca(stage + r * kXRowUnits + stored_unit<BITS, kHalfX>(u),
-                        x_bytes + ((m0 + r) * a.ldx + k0 + unit_k<kHalfX>() * u) * kXBytes);
+        const int64_t src_step = kStagedRowStep * a.ldx * kXBytes;
+        const char* src =
+            static_cast<const char*>(a.x) +
+            ((m0 + staged_row0) * a.ldx + k0 + unit_k<kHalfX>() * staged_unit) * kXBytes;
+        float4* dst = stage + staged_dst;
+        for (int r = staged_row0; r < rows(); r += kStagedRowStep) {
+          cp_async16_ca(dst, src);
+          src += src_step;
+          dst += kStagedRowStep * kXRowUnits;
         }
       } else {
         const float* src = copy_src + k0;
@@ -385,15 +406,23 @@ __global__ void __launch_bounds__(kThreads, quant_mma_min_blocks<MT, kStaged>())
         }
       }
       if constexpr (kStaged) {
-        // Row r's groups of the page: words of two groups each (groups per row are even).
-        const int words = (kPageK >> a.group_shift) / 2;
+        // Row r's groups of the page: words of two groups each (groups per row are even), a
+        // power of two (1 to 4), so that a thread's word w is the same in all its copies and
+        // a copy's plane and row are shifts (a division by `words` per copy cost ~70
+        // instructions). Copy v: plane and row (v >> words_shift), word v & (words - 1).
+        static_assert(2 * kTileCols == kThreads, "a copy per thread and staged word of a row");
+        const int words_shift = 7 - a.group_shift;  // log2((kPageK >> group_shift) / 2)
+        const int words = 1 << words_shift;
         const int64_t group0 = k0 >> a.group_shift;
         uint16_t* dst = staged + (page % kStages) * 2 * kTileCols * kPageGroupsMax;
-        for (int v = static_cast<int>(threadIdx.x); v < 2 * kTileCols * words; v += kThreads) {
-          const int which = v / (kTileCols * words), r = v / words % kTileCols, w = v % words;
+        const unsigned copier = threadIdx.x;
+        const int w = static_cast<int>(copier) & (words - 1);
+        for (int slot = static_cast<int>(copier >> words_shift); slot < 2 * kTileCols;
+             slot += kThreads >> words_shift) {
+          const int which = slot / kTileCols, r = slot % kTileCols;  // powers of two
           const int64_t row = min(tile * kTileCols + r, T.N - 1);
           const uint16_t* src = (which == 0 ? T.scales : T.biases) + row * a.groups + group0;
-          cp_async4(dst + (which * kTileCols + r) * kPageGroupsMax + 2 * w, src + 2 * w);
+          cp_async4(dst + slot * kPageGroupsMax + 2 * w, src + 2 * w);
         }
       }
     }
@@ -401,6 +430,18 @@ __global__ void __launch_bounds__(kThreads, quant_mma_min_blocks<MT, kStaged>())
   };
 #pragma unroll
   for (int p = 0; p < kStages - 1; ++p) load_x(p);
+  // kPairedX: this thread's units of the page in `stage` (its copies have landed) as B-fragment
+  // pairs: (x, y, z, w) = bf16 k0 .. k0 + 7 becomes (k0, k0 + 4), (k0 + 1, k0 + 5), (k0 + 2,
+  // k0 + 6), (k0 + 3, k0 + 7).
+  const auto pair_x = [&](float4* stage) {
+    auto* unit = reinterpret_cast<uint4*>(stage + staged_dst);
+    for (int r = staged_row0; r < rows(); r += kStagedRowStep) {
+      const uint4 v = *unit;
+      *unit = make_uint4(__byte_perm(v.x, v.z, 0x5410), __byte_perm(v.x, v.z, 0x7632),
+                         __byte_perm(v.y, v.w, 0x5410), __byte_perm(v.y, v.w, 0x7632));
+      unit += kStagedRowStep * kXRowUnits;
+    }
+  };
 
   float acc[MT][4];
 #pragma unroll
@@ -441,9 +482,13 @@ __global__ void __launch_bounds__(kThreads, quant_mma_min_blocks<MT, kStaged>())
 #pragma unroll
           for (int s = 0; s < 2; ++s) {
             const uint32_t frag[4] = {pa[2 * s], pb[2 * s], pa[2 * s + 1], pb[2 * s + 1]};
-            const uint32_t lo = s == 0 ? v.x : v.y, hi = s == 0 ? v.z : v.w;
-            device::mma16816<__nv_bfloat16>(acc[t], frag, __byte_perm(lo, hi, 0x5410),
-                                            __byte_perm(lo, hi, 0x7632));
+            if constexpr (kPairedX) {  // paired by pair_x
+              device::mma16816<__nv_bfloat16>(acc[t], frag, s == 0 ? v.x : v.z, s == 0 ? v.y : v.w);
+            } else {
+              const uint32_t lo = s == 0 ? v.x : v.y, hi = s == 0 ? v.z : v.w;
+              device::mma16816<__nv_bfloat16>(acc[t], frag, __byte_perm(lo, hi, 0x5410),
+                                              __byte_perm(lo, hi, 0x7632));
+            }
           }
         }
       }
@@ -538,6 +583,7 @@ __global__ void __launch_bounds__(kThreads, quant_mma_min_blocks<MT, kStaged>())
       const int page = i / kPerPage;
       if (p % kPerPage == 0) {  // i0 is a multiple of kDepth, so i starts a page exactly here
         device::cp_async_wait<kStages - 2>();  // this page's x has landed (this thread's copies)
+        if constexpr (kPairedX) pair_x(x_pages + (page % kStages) * kStageUnits);
         // ... every copier's (the block's, or the warp's), and every reader is done with the page
         // before
         if constexpr (kWarpX) {
