@@ -133,12 +133,9 @@ template <bool kHalfX>
 constexpr int row_units() {  // a stage's row: the page's units and 4 of padding (4 mod 8)
   return kPageK / unit_k<kHalfX>() + 4;
 }
-// A warp's private pages (kWarpX, one row): stages of 72 units (0 mod 8), then 4 units of
-// padding and a row of zeros (what lanes g > 0 read) — 4 mod 8 units off every stage's row, so
-// the two rows one quarter-warp reads hit distinct bank groups.
+// A warp's private pages (kWarpX, one row): stages of 72 units (0 mod 8: every warp's the same).
 constexpr int kWarpXStageUnits = 72;
-constexpr int kWarpXZeroRow = kXStages * kWarpXStageUnits + 4;
-constexpr int kWarpXUnits = kWarpXZeroRow + kRowUnits + 4;  // 0 mod 8: every warp's the same
+constexpr int kWarpXUnits = kXStages * kWarpXStageUnits;
 template <int BITS, bool kHalfX = false>
 __device__ __forceinline__ int stored_unit(int u) {  // u: the unit's index in its page row
   constexpr int kChunkUnits = Chunking<BITS>::kChunkK / unit_k<kHalfX>();
@@ -295,13 +292,12 @@ __global__ void __launch_bounds__(kThreads, quant_mma_min_blocks<MT, kStaged>())
   constexpr int kChunkUnits = C::kChunkK / unit_k<kHalfX>();
   // [kStages][kRows][kXRowUnits], then the staged scales
   // ([kStages][scale, bias][kTileCols][kPageGroupsMax] bf16 bits, kStaged); kWarpX: per warp
-  // [kXStages][kWarpXStageUnits], padding and a zero row.
+  // [kXStages][kWarpXStageUnits].
   extern __shared__ __align__(16) float4 xs[];
   auto* staged = reinterpret_cast<uint16_t*>(xs + kStages * kStageUnits);
   __shared__ bool last_block;
   const int warp = static_cast<int>(threadIdx.x) >> 5, lane = static_cast<int>(threadIdx.x) & 31;
   float4* const x_pages = kWarpX ? xs + warp * kWarpXUnits : xs;
-  const float4* const zero_row = x_pages + kWarpXZeroRow;  // kWarpX
   const int g = lane >> 2, c = lane & 3;
   const int row_groups = kRowGroups ? a.row_groups : 1;
   const int block = static_cast<int>(blockIdx.x) / row_groups;
@@ -341,11 +337,9 @@ __global__ void __launch_bounds__(kThreads, quant_mma_min_blocks<MT, kStaged>())
   Chunk wv[kDepth];
 #pragma unroll
   for (int p = 0; p < kDepth; ++p) load_w(p, wv[p]);
-  // x rows past M read as zeros in every stage (load_x writes real rows only).
-  if constexpr (kWarpX) {
-    for (int v = lane; v < kRowUnits; v += 32)
-      x_pages[kWarpXZeroRow + v] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-  } else {
+  // x rows past M read as zeros in every stage (load_x writes real rows only); at MT = 1 the
+  // lanes of those rows read nothing (x_unit).
+  if constexpr (MT > 1) {
     for (int v = static_cast<int>(threadIdx.x); v < kStages * kStageUnits; v += kThreads) {
       if ((v / kXRowUnits) % kRows >= rows()) xs[v] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     }
@@ -462,9 +456,19 @@ __global__ void __launch_bounds__(kThreads, quant_mma_min_blocks<MT, kStaged>())
     const float4* xr[MT];
 #pragma unroll
     for (int t = 0; t < MT; ++t) {
-      const float4* row = !kWarpX ? stage + (8 * t + g) * kXRowUnits : g == 0 ? stage : zero_row;
+      const float4* row = kWarpX ? stage : stage + (8 * t + g) * kXRowUnits;
       xr[t] = row + ci * kChunkUnits + c;
     }
+    // MT = 1 (f32 x): lanes of rows past M take zeros without a shared-memory read — at one
+    // row 28 of a warp's 32 lanes, so a 16-byte read is one wavefront instead of four (Nsight,
+    // mlx4 gate/up at one row: these reads were 64 % of the launch's L1 wavefronts).
+    const auto x_unit = [&](const float4* p) {
+      if constexpr (MT == 1) {
+        return g < rows() ? *p : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+      } else {
+        return *p;
+      }
+    };
     if constexpr (BITS == 4 && kHalfX) {
       const __nv_bfloat162 scale_a = as_bf162(bf16_pair(d.scale_a));
       const __nv_bfloat162 bias_a = as_bf162(bf16_pair(d.bias_a));
@@ -520,7 +524,8 @@ __global__ void __launch_bounds__(kThreads, quant_mma_min_blocks<MT, kStaged>())
       const auto mma_word = [&](int j, const uint32_t(&pa)[4], const uint32_t(&pb)[4]) {
 #pragma unroll
         for (int t = 0; t < MT; ++t) {
-          const float4 lo = xr[t][8 * j], hi = xr[t][8 * j + 4];  // k0 .. k0 + 3, k0 + 4 .. + 7
+          // k0 .. k0 + 3, k0 + 4 .. k0 + 7
+          const float4 lo = x_unit(xr[t] + 8 * j), hi = x_unit(xr[t] + 8 * j + 4);
 #pragma unroll
           for (int s = 0; s < 2; ++s) {
             const uint32_t frag[4] = {pa[2 * s], pb[2 * s], pa[2 * s + 1], pb[2 * s + 1]};
@@ -567,7 +572,7 @@ __global__ void __launch_bounds__(kThreads, quant_mma_min_blocks<MT, kStaged>())
             dequant_bytes<2>(wa_j, scale_a, bias_a), dequant_bytes<2>(wb_j, scale_b, bias_b)};
 #pragma unroll
         for (int t = 0; t < MT; ++t) {
-          const float4 v = xr[t][4 * j];  // k0 .. k0 + 3
+          const float4 v = x_unit(xr[t] + 4 * j);  // k0 .. k0 + 3
           device::mma16816<__nv_bfloat16>(acc[t], frag, device::pack2<__nv_bfloat16>(v.x, v.y),
                                           device::pack2<__nv_bfloat16>(v.z, v.w));
         }
