@@ -325,6 +325,38 @@ TEST(CudaQuantMma, SubnormalCodesChangeNoBits) {
   }
 }
 
+// Eight chunks of codes in flight per thread (quant_mma_deep, 1-8 rows) give the bits of four:
+// both widths, every group size, 1 row (warp-private pages), 3 and 8 rows, with and without
+// splits of K (the deep ring's last chunks past a split's end are never loaded).
+TEST(CudaQuantMma, DeepCodeRingChangesNoBits) {
+  RINGLM_REQUIRE_GPU();
+  for (int bits : {4, 8}) {
+    for (int group : kGroups) {
+      for (const Case& c : {Case{1, 4096, 1024}, Case{3, 768, 200}, Case{8, 14336, 64}}) {
+        SCOPED_TRACE(::testing::Message() << "bits=" << bits << " group=" << group << " M=" << c.M
+                                          << " K=" << c.K << " N=" << c.N);
+        const QuantFixture f(c.N, c.K, bits, group, DType::BF16,
+                             static_cast<uint32_t>(bits + group + c.M));
+        const DeviceQuant dw(f);
+        Owned x(DType::F32, {c.M, c.K});
+        testing::fill_uniform(x, 151);
+        OnDevice dx(x), shallow(DType::F32, {c.M, c.N}), deep(DType::F32, {c.M, c.N});
+        {
+          const SwitchFor off(cuda::quant_mma_deep, cuda::set_quant_mma_deep, false);
+          matmul(dx.t(), Weight::quantized(dw.q), Tensor(), shallow.t());
+        }
+        {
+          const SwitchFor on(cuda::quant_mma_deep, cuda::set_quant_mma_deep, true);
+          const int64_t before = cuda::quant_mma_count();
+          matmul(dx.t(), Weight::quantized(dw.q), Tensor(), deep.t());
+          ASSERT_EQ(cuda::quant_mma_count(), before + 1);
+        }
+        ASSERT_TRUE(testing::bitwise_equal(deep.to_host().t(), shallow.to_host().t()));
+      }
+    }
+  }
+}
+
 // Row groups (17-64 rows, 96 with wide groups on an H100; quant_mma_row_groups(): on by default):
 // each group of 16 rows — or of 32 with wide groups, where they pay — runs a 16-row (32-row) call's
 // blocks, so the rows are the bits of 16-row calls over them (the last group shorter) — with and

@@ -119,6 +119,11 @@ void set_quant_mma_half_x(bool enabled);
 // (thirtieth session: ~128 of ~545 warp instructions per page at 32-row groups are the permutes).
 bool quant_mma_paired_x();
 void set_quant_mma_paired_x(bool enabled);
+// Whether 1-8-row calls keep 8 chunks of codes in flight per thread at 3 blocks per SM instead
+// of 4 chunks at 4 blocks: off unless RINGLM_CUDA_QUANT_MMA_DEEP=1 or set_quant_mma_deep(true)
+// (thirtieth session, not yet measured). The same bits.
+bool quant_mma_deep();
+void set_quant_mma_deep(bool enabled);
 // Whether 4-bit codes at 1-8 rows are dequantized as bf16 subnormals times the scale with 133
 // added to its exponent (one FMA per pair of codes instead of a subtraction and an FMA), in the
 // chunks where every lane's scales lie in [2^-126, 2^-5) — where that product is exact, so the

@@ -15,10 +15,10 @@
 //  - x arrives in f32 pages of 256 k per row by cp.async (3 pages in flight, 2 for 32-row blocks;
 //    16-byte units stored lane-major, see kRowUnits, so a lane's fragment reads are fixed offsets
 //    from one base and hit distinct banks) and each lane rounds its B fragments to bf16 from there;
-//    rows past M are zeros written once, never copied. Or (kHalfX, 9+ rows) x arrives already
-//    rounded to bf16 by its producer (ops::matmul_input_dtype): half the bytes and shared-memory
-//    reads, one 16-byte read for both k-steps of a word and an n-tile, byte permutes in place of
-//    the conversions — the same mma operands, so the same bits.
+//    rows past M are zeros written once, never copied (at 1-8 rows their lanes read nothing). Or
+//    (kHalfX, 9+ rows) x arrives already rounded to bf16 by its producer (ops::matmul_input_dtype):
+//    half the bytes and shared-memory reads, one 16-byte read for both k-steps of a word and an
+//    n-tile, byte permutes in place of the conversions — the same mma operands, so the same bits.
 // Several weights over the same x (q/k/v, gate/up) share one launch: grid blocks are dealt out
 // to the targets in order, each target with its own split of K (its outputs are the bits of its
 // own launch).
@@ -62,7 +62,8 @@ constexpr int unit_k() {
   return kHalfX ? 8 : 4;
 }
 constexpr int kXStages = 3;  // x pages in flight (shared memory)
-constexpr int kDepth = 4;    // chunks of codes in flight per thread
+constexpr int kDepth = 4;    // chunks of codes in flight per thread (kDeep: kDeepDepth)
+constexpr int kDeepDepth = 8;
 // Staged scales: a page's scales and biases of the block's rows in shared memory, up to 8 groups
 // (group size 32) per row and page.
 constexpr int kPageGroupsMax = kPageK / 32;
@@ -79,7 +80,8 @@ struct Chunking {
   static constexpr int kChunkK = 512 / BITS;  // 16 bytes of codes per lane and row, 4 lanes
   static constexpr int kLaneK = kChunkK / 4;  // codes per lane and row: 32 or 16
   static constexpr int kChunksPerPage = kPageK / kChunkK;
-  static_assert(kDepth % kChunksPerPage == 0, "a page starts at a fixed slot of the code ring");
+  static_assert(kDepth % kChunksPerPage == 0 && kDeepDepth % kChunksPerPage == 0,
+                "a page starts at a fixed slot of the code ring");
 };
 
 // One weight of a launch (q, k and v, or gate and up, share one launch and x).
@@ -250,10 +252,11 @@ __device__ __forceinline__ void cp_async16_ca(void* smem, const void* gmem) {
 }
 
 // Registers for 4 blocks per SM, or 3 where shared memory fits no more anyway: 32-row blocks and
-// the staged 16-row blocks (3 x 57 KB of x pages and scales), which at 4 spilled 28-36 bytes.
-template <int MT, bool kStaged>
+// the staged 16-row blocks (3 x 57 KB of x pages and scales), which at 4 spilled 28-36 bytes;
+// and 3 for kDeep (twice the codes in flight per thread).
+template <int MT, bool kStaged, bool kDeep = false>
 constexpr int quant_mma_min_blocks() {
-  return MT == 4 || (MT == 2 && kStaged) ? 3 : 4;
+  return MT == 4 || (MT == 2 && kStaged) || kDeep ? 3 : 4;
 }
 
 // kStaged: scales and biases come with each x page through shared memory (one 4-byte copy per
@@ -268,19 +271,24 @@ constexpr int quant_mma_min_blocks() {
 // kRowGroups (17 to quant_mma_grouped_rows() rows): the block's rows are its group's (a separate
 // instantiation: the group arithmetic costs the 1-16-row kernels registers).
 // kHalfX: x is bf16 (staged scales, 9+ rows only: the producers write bf16 matmul inputs there).
+// kDeep (1-8 rows): kDeepDepth chunks of codes in flight per thread instead of kDepth, at 3 blocks
+// per SM instead of 4 — 96 KB of codes in flight per SM instead of 64 (Nsight, mlx4 gate/up at
+// one row: warps 16 chunks long, 46 % of the stall samples on long-scoreboard waits).
 // kPairedX (4-bit, bf16 x): each thread rewrites the x units it copied, once its copies of a page
 // have landed and before the page's barrier, as the B fragments' pairs — (k0, k0 + 4),
 // (k0 + 1, k0 + 5), ... as the codes pair them — so that the consumers, four warps reading every
 // unit, take them as they are instead of two byte permutes per mma. The same operands: the same
 // bits.
 template <int BITS, int MT, bool kStaged, bool kWarpX, bool kRowGroups, bool kHalfX = false,
-          bool kPairedX = false>
-__global__ void __launch_bounds__(kThreads, quant_mma_min_blocks<MT, kStaged>())
+          bool kPairedX = false, bool kDeep = false>
+__global__ void __launch_bounds__(kThreads, quant_mma_min_blocks<MT, kStaged, kDeep>())
     quant_mma_kernel(const MmaArgs a) {
   static_assert(!kWarpX || (MT == 1 && !kStaged), "warp-private x pages: one row, no staging");
   static_assert(kRowGroups ? MT == 2 || MT == 4 : MT <= 2, "row groups: 16 or 32 rows a block");
   static_assert(!kHalfX || (kStaged && MT >= 2), "bf16 x: staged scales, 9+ rows");
   static_assert(!kPairedX || (kHalfX && BITS == 4), "paired x: 4-bit codes, bf16 x");
+  static_assert(!kDeep || MT == 1, "deep code rings: 1-8 rows");
+  constexpr int kCodeDepth = kDeep ? kDeepDepth : kDepth;
   constexpr int kStages = x_stages<MT, kHalfX>();
   constexpr int kXRowUnits = row_units<kHalfX>();
   constexpr int kXPageUnits = kPageK / unit_k<kHalfX>();
@@ -334,9 +342,9 @@ __global__ void __launch_bounds__(kThreads, quant_mma_min_blocks<MT, kStaged>())
     d.bias_b = __ldg(bb + group);
   };
   // Codes are no earlier kernel's output: their first loads go out before the wait.
-  Chunk wv[kDepth];
+  Chunk wv[kCodeDepth];
 #pragma unroll
-  for (int p = 0; p < kDepth; ++p) load_w(p, wv[p]);
+  for (int p = 0; p < kCodeDepth; ++p) load_w(p, wv[p]);
   // x rows past M read as zeros in every stage (load_x writes real rows only); at MT = 1 the
   // lanes of those rows read nothing (x_unit).
   if constexpr (MT > 1) {
@@ -579,14 +587,14 @@ __global__ void __launch_bounds__(kThreads, quant_mma_min_blocks<MT, kStaged>())
       }
     }
   };
-  for (int i0 = 0; i0 < count; i0 += kDepth) {
+  for (int i0 = 0; i0 < count; i0 += kCodeDepth) {
 #pragma unroll
-    for (int p = 0; p < kDepth; ++p) {
+    for (int p = 0; p < kCodeDepth; ++p) {
       const int i = i0 + p;
       if (i >= count) break;
       constexpr int kPerPage = C::kChunksPerPage;
       const int page = i / kPerPage;
-      if (p % kPerPage == 0) {  // i0 is a multiple of kDepth, so i starts a page exactly here
+      if (p % kPerPage == 0) {  // i0 is a multiple of the depth: i starts a page exactly here
         device::cp_async_wait<kStages - 2>();  // this page's x has landed (this thread's copies)
         if constexpr (kPairedX) pair_x(x_pages + (page % kStages) * kStageUnits);
         // ... every copier's (the block's, or the warp's), and every reader is done with the page
@@ -601,7 +609,7 @@ __global__ void __launch_bounds__(kThreads, quant_mma_min_blocks<MT, kStaged>())
       const int stage = page % kStages;
       consume(x_pages + stage * kStageUnits, p % kPerPage, scale_bias(stage, p % kPerPage, wv[p]),
               wv[p]);
-      load_w(i + kDepth, wv[p]);
+      load_w(i + kCodeDepth, wv[p]);
     }
   }
   device::cp_async_wait<0>();
