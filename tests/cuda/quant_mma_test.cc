@@ -1,5 +1,5 @@
 // The tensor-core decode GEMM for MLX-quantized weights (backends/cuda/quant_mma.h) for 1..16
-// rows (17..96 as row groups of 16 or 32 rows), 4- and 8-bit codes, bf16 scales, f32 or bf16 x.
+// rows (17..128 as row groups of 16 or 32 rows), 4- and 8-bit codes, bf16 scales, f32 or bf16 x.
 // Oracles: the CPU's quantized matmul within the kernel's stated bound (quant_checks.h) on random
 // codes, scales, biases and x; bit for bit on small integers (every dequantized weight, product
 // and partial sum exact, so any k order, split or tile must give the CPU's bits); batch invariance
@@ -13,7 +13,6 @@
 #include <deque>
 #include <initializer_list>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "backends/cuda/quant_mma.h"
@@ -260,7 +259,7 @@ TEST(CudaQuantMma, JoinedTargetsEqualSeparateCallsBitwise) {
 
 // The default row-group limit follows the device's DRAM bandwidth (quant_mma.h): the device
 // reports its memory clock and bus width (a zero would quietly take the H100's rule everywhere),
-// and the limit is 96 rows below kQuantMmaWideGroupsMaxGbps, 64 above, 64 without wide groups.
+// and the limit is 128 rows below kQuantMmaWideGroupsMaxGbps, 64 above, 64 without wide groups.
 TEST(CudaQuantMma, GroupedRowLimitFollowsTheDramBandwidth) {
   RINGLM_REQUIRE_GPU();
   const double gbps = cuda::dram_peak_gbps();
@@ -325,51 +324,20 @@ TEST(CudaQuantMma, SubnormalCodesChangeNoBits) {
   }
 }
 
-// Eight chunks of codes in flight per thread (quant_mma_deep, 1-8 rows) give the bits of four:
-// both widths, every group size, 1 row (warp-private pages), 3 and 8 rows, with and without
-// splits of K (the deep ring's last chunks past a split's end are never loaded).
-TEST(CudaQuantMma, DeepCodeRingChangesNoBits) {
-  RINGLM_REQUIRE_GPU();
-  for (int bits : {4, 8}) {
-    for (int group : kGroups) {
-      for (const Case& c : {Case{1, 4096, 1024}, Case{3, 768, 200}, Case{8, 14336, 64}}) {
-        SCOPED_TRACE(::testing::Message() << "bits=" << bits << " group=" << group << " M=" << c.M
-                                          << " K=" << c.K << " N=" << c.N);
-        const QuantFixture f(c.N, c.K, bits, group, DType::BF16,
-                             static_cast<uint32_t>(bits + group + c.M));
-        const DeviceQuant dw(f);
-        Owned x(DType::F32, {c.M, c.K});
-        testing::fill_uniform(x, 151);
-        OnDevice dx(x), shallow(DType::F32, {c.M, c.N}), deep(DType::F32, {c.M, c.N});
-        {
-          const SwitchFor off(cuda::quant_mma_deep, cuda::set_quant_mma_deep, false);
-          matmul(dx.t(), Weight::quantized(dw.q), Tensor(), shallow.t());
-        }
-        {
-          const SwitchFor on(cuda::quant_mma_deep, cuda::set_quant_mma_deep, true);
-          const int64_t before = cuda::quant_mma_count();
-          matmul(dx.t(), Weight::quantized(dw.q), Tensor(), deep.t());
-          ASSERT_EQ(cuda::quant_mma_count(), before + 1);
-        }
-        ASSERT_TRUE(testing::bitwise_equal(deep.to_host().t(), shallow.to_host().t()));
-      }
-    }
-  }
-}
-
-// Row groups (17-64 rows, 96 with wide groups on an H100; quant_mma_row_groups(): on by default):
+// Row groups (17-64 rows, 128 with wide groups on an H100; quant_mma_row_groups(): on by default):
 // each group of 16 rows — or of 32 with wide groups, where they pay — runs a 16-row (32-row) call's
 // blocks, so the rows are the bits of 16-row calls over them (the last group shorter) — with and
 // without splits of K, with staged and per-lane scales, both widths — and match the CPU. The
-// limit is 96 rows here whatever the device and width, so the 80-row case runs everywhere.
+// limit is 128 rows here whatever the device and width, so the 80- and 128-row cases run
+// everywhere.
 TEST(CudaQuantMma, RowGroupsAreTheBitsOfSixteenRowCalls) {
   RINGLM_REQUIRE_GPU();
   const SwitchFor groups(cuda::quant_mma_row_groups, cuda::set_quant_mma_row_groups, true);
   const testing::SettingFor limit(cuda::set_quant_mma_grouped_rows,
                                   cuda::kQuantMmaDefaultWideGroupedRows);
   for (int bits : {4, 8}) {
-    for (const Case& c :
-         {Case{17, 4096, 1024}, Case{40, 512, 1000}, Case{64, 14336, 64}, Case{80, 512, 1000}}) {
+    for (const Case& c : {Case{17, 4096, 1024}, Case{40, 512, 1000}, Case{64, 14336, 64},
+                          Case{80, 512, 1000}, Case{128, 512, 130}}) {
       for (bool wide : {false, true}) {
         const SwitchFor wide_groups(cuda::quant_mma_wide_groups, cuda::set_quant_mma_wide_groups,
                                     wide);
@@ -414,26 +382,24 @@ TEST(CudaQuantMma, RowGroupsAreTheBitsOfSixteenRowCalls) {
 
 // x already rounded to bf16 (ops::matmul_input_dtype from 9 rows) gives the bits of its f32
 // values: quant_mma's bf16 kernels at 9-16 rows and in row groups of 16 and 32 (the limit set to
-// 96 rows: the 80-row case everywhere), the dequantized tiles past the limit — the same mma
-// operands, or the same GEMM. Strided x rows (8 bf16 apart beyond K) too.
+// 128 rows: the 80- and 128-row cases everywhere), the dequantized tiles past the limit — the same
+// mma operands, or the same GEMM. Strided x rows (8 bf16 apart beyond K) too.
 TEST(CudaQuantMma, HalfXIsTheBitsOfItsF32Values) {
   RINGLM_REQUIRE_GPU();
   const testing::SettingFor limit(cuda::set_quant_mma_grouped_rows,
                                   cuda::kQuantMmaDefaultWideGroupedRows);
   const SwitchFor half_x(cuda::quant_mma_half_x, cuda::set_quant_mma_half_x, true);
   ASSERT_TRUE(cuda::quant_mma_row_groups() && cuda::quant_mma_wide_groups());
-  // 4-bit twice: x as the B fragments' pairs (quant_mma_paired_x) and as it comes.
-  for (const auto& [bits, paired] : {std::pair{4, true}, std::pair{4, false}, std::pair{8, true}}) {
-    const SwitchFor pairing(cuda::quant_mma_paired_x, cuda::set_quant_mma_paired_x, paired);
+  for (int bits : {4, 8}) {
     for (const Case& c :
          {Case{9, 4096, 1024}, Case{16, 512, 1000}, Case{17, 14336, 64}, Case{40, 512, 1000},
-          Case{64, 4096, 333}, Case{80, 512, 1000}, Case{97, 512, 200}}) {
+          Case{64, 4096, 333}, Case{80, 512, 1000}, Case{128, 512, 130}, Case{129, 512, 200}}) {
       for (int64_t pad : {int64_t{0}, int64_t{8}}) {
         // Past the limit (tiles): x contiguous, as the f32 path's rounded copy is (cuBLAS may
         // pick its algorithm by the leading dimension).
         if (pad > 0 && c.M > cuda::kQuantMmaDefaultWideGroupedRows) continue;
-        SCOPED_TRACE(::testing::Message() << "bits=" << bits << " paired=" << paired << " M=" << c.M
-                                          << " K=" << c.K << " N=" << c.N << " x row pad=" << pad);
+        SCOPED_TRACE(::testing::Message() << "bits=" << bits << " M=" << c.M << " K=" << c.K
+                                          << " N=" << c.N << " x row pad=" << pad);
         const QuantFixture f(c.N, c.K, bits, 64, DType::BF16, static_cast<uint32_t>(c.M + c.N));
         const DeviceQuant dw(f);
         const Weight w = Weight::quantized(dw.q);

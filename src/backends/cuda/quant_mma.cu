@@ -28,8 +28,6 @@ constexpr char kWideGroupsEnv[] = "RINGLM_CUDA_QUANT_MMA_WIDE_GROUPS";
 constexpr char kSubnormalCodesEnv[] = "RINGLM_CUDA_QUANT_MMA_SUBNORMAL_CODES";
 constexpr char kHalfXEnv[] = "RINGLM_CUDA_QUANT_MMA_HALF_X";
 constexpr char kWarpXEnv[] = "RINGLM_CUDA_QUANT_MMA_WARP_X";
-constexpr char kPairedXEnv[] = "RINGLM_CUDA_QUANT_MMA_PAIRED_X";
-constexpr char kDeepEnv[] = "RINGLM_CUDA_QUANT_MMA_DEEP";  // off by default
 
 std::atomic<int64_t> g_count{0}, g_warp_x_count{0}, g_wide_group_count{0}, g_half_x_count{0};
 
@@ -58,10 +56,9 @@ SplitPlan plan_splits(int64_t N, int64_t K) {
 }
 
 template <int BITS, int MT, bool kStaged, bool kWarpX = false, bool kRowGroups = false,
-          bool kHalfX = false, bool kPairedX = false, bool kDeep = false>
+          bool kHalfX = false>
 void launch_variant(const MmaArgs& args, int blocks, cudaStream_t stream) {
-  constexpr auto kKernel =
-      quant_mma_kernel<BITS, MT, kStaged, kWarpX, kRowGroups, kHalfX, kPairedX, kDeep>;
+  constexpr auto kKernel = quant_mma_kernel<BITS, MT, kStaged, kWarpX, kRowGroups, kHalfX>;
   constexpr int kStages = x_stages<MT, kHalfX>();
   constexpr size_t kSmem = kWarpX
                                ? sizeof(float4) * kWarps * kWarpXUnits
@@ -88,15 +85,6 @@ void launch(const MmaArgs& args, int blocks, bool scales_aligned, bool half_x,
   if constexpr (MT >= 2) {
     if (half_x) {
       g_half_x_count.fetch_add(1, std::memory_order_relaxed);
-      if constexpr (BITS == 4) {
-        if (switch_flag<kPairedXEnv>().load(std::memory_order_relaxed)) {
-          if constexpr (MT == 2) {
-            if (args.row_groups == 1)
-              return launch_variant<BITS, MT, true, false, false, true, true>(args, blocks, stream);
-          }
-          return launch_variant<BITS, MT, true, false, true, true, true>(args, blocks, stream);
-        }
-      }
       if constexpr (MT == 2) {
         if (args.row_groups == 1)
           return launch_variant<BITS, MT, true, false, false, true>(args, blocks, stream);
@@ -116,16 +104,9 @@ void launch(const MmaArgs& args, int blocks, bool scales_aligned, bool half_x,
       }
       if (staged) return launch_variant<BITS, MT, true>(args, blocks, stream);
     } else {
-      const bool deep = switch_flag<kDeepEnv, false>().load(std::memory_order_relaxed);
       if (args.M == 1 && switch_flag<kWarpXEnv>().load(std::memory_order_relaxed)) {
         g_warp_x_count.fetch_add(1, std::memory_order_relaxed);
-        return deep ? launch_variant<BITS, MT, false, true, false, false, false, true>(args, blocks,
-                                                                                       stream)
-                    : launch_variant<BITS, MT, false, true>(args, blocks, stream);
-      }
-      if (deep) {
-        return launch_variant<BITS, MT, false, false, false, false, false, true>(args, blocks,
-                                                                                 stream);
+        return launch_variant<BITS, MT, false, true>(args, blocks, stream);
       }
     }
     launch_variant<BITS, MT, false>(args, blocks, stream);
@@ -348,22 +329,6 @@ bool quant_mma_half_x() {
 
 void set_quant_mma_half_x(bool enabled) {
   switch_flag<kHalfXEnv>().store(enabled, std::memory_order_relaxed);
-}
-
-bool quant_mma_paired_x() {
-  return switch_flag<kPairedXEnv>().load(std::memory_order_relaxed);
-}
-
-void set_quant_mma_paired_x(bool enabled) {
-  switch_flag<kPairedXEnv>().store(enabled, std::memory_order_relaxed);
-}
-
-bool quant_mma_deep() {
-  return switch_flag<kDeepEnv, false>().load(std::memory_order_relaxed);
-}
-
-void set_quant_mma_deep(bool enabled) {
-  switch_flag<kDeepEnv, false>().store(enabled, std::memory_order_relaxed);
 }
 
 bool quant_mma_warp_x() {

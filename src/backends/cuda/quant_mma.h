@@ -27,12 +27,13 @@ namespace ringlm::cuda {
 constexpr int64_t kQuantMmaMaxRows = 16;
 // Row groups: the most rows a call may have (the kernel's bound) and the default limits with
 // 16-row groups only and with 32-row groups where they pay. 32-row groups beat the dequantized
-// tiles to 96 rows on an H100 (3.35 TB/s) but not past 64 on an H200 (4.8 TB/s), whose bandwidth
-// speeds the tiles and not the groups' dequantization: the 96-row limit applies below
-// kQuantMmaWideGroupsMaxGbps of DRAM bandwidth.
+// tiles to 128 rows on an H100 (3.35 TB/s; with bf16 x and cheap staged copies, thirtieth
+// session: 1.45x at 80-96 rows, 1.17-1.21x at 112-128) but not past 64 on an H200 (4.8 TB/s,
+// twenty-eighth session, before both), whose bandwidth speeds the tiles and not the groups'
+// dequantization: the wide limit applies below kQuantMmaWideGroupsMaxGbps of DRAM bandwidth.
 constexpr int64_t kQuantMmaMaxGroupedRows = 128;
 constexpr int64_t kQuantMmaDefaultGroupedRows = 64;
-constexpr int64_t kQuantMmaDefaultWideGroupedRows = 96;
+constexpr int64_t kQuantMmaDefaultWideGroupedRows = 128;
 constexpr double kQuantMmaWideGroupsMaxGbps = 4000.0;
 
 struct QuantMma {
@@ -83,13 +84,14 @@ bool quant_mma_row_groups();
 void set_quant_mma_row_groups(bool enabled);
 // Whether row groups may be 32 rows (a block's dequantized codes serve four n-tiles of 8 rows
 // instead of two; x pages two in flight instead of three, 3 blocks per SM) instead of 16, where
-// that pays: 17-32, 49-96 rows (a 32-row group costs ~1.6 16-row ones; H100, mlx4 8B: 1.07-1.15x
-// at 24-80 rows, and to 96 rows 1.06-1.10x the tiles; an H200's tiles win at 80-96): on unless
+// that pays: 17-32, 49-128 rows (a 32-row group costs ~1.6 16-row ones; H100, mlx4 8B:
+// 1.07-1.15x at 24-80 rows, to 128 rows 1.17-1.45x the tiles; an H200's tiles won at 80-96 in
+// the twenty-eighth session, before bf16 x): on unless
 // RINGLM_CUDA_QUANT_MMA_WIDE_GROUPS=0 or set_quant_mma_wide_groups(false). The same bits either
 // way (a row's sum does not depend on its group or n-tile).
 bool quant_mma_wide_groups();
 void set_quant_mma_wide_groups(bool enabled);
-// The most rows row groups take: with wide groups 96 on devices of less than
+// The most rows row groups take: with wide groups 128 on devices of less than
 // kQuantMmaWideGroupsMaxGbps, else 64; 64 without (past them the tiles' single dequantization of
 // each code is cheaper); or RINGLM_CUDA_QUANT_MMA_GROUPED_ROWS (17..kQuantMmaMaxGroupedRows) read
 // at start-up for same-binary A/Bs. A process constant (tests aside): a row's bits never depend on
@@ -112,18 +114,6 @@ void set_quant_mma_warp_x(bool enabled);
 // twenty-ninth session).
 bool quant_mma_half_x();
 void set_quant_mma_half_x(bool enabled);
-// Whether 4-bit codes with bf16 x (9+ rows) have each thread rewrite the x units it copied into
-// a page as the mma's B-fragment pairs (k0 + i, k0 + i + 4), once, instead of every warp pairing
-// them with two byte permutes per mma: on unless RINGLM_CUDA_QUANT_MMA_PAIRED_X=0 or
-// set_quant_mma_paired_x(false). The same operands: the same bits. Not yet measured on a GPU
-// (thirtieth session: ~128 of ~545 warp instructions per page at 32-row groups are the permutes).
-bool quant_mma_paired_x();
-void set_quant_mma_paired_x(bool enabled);
-// Whether 1-8-row calls keep 8 chunks of codes in flight per thread at 3 blocks per SM instead
-// of 4 chunks at 4 blocks: off unless RINGLM_CUDA_QUANT_MMA_DEEP=1 or set_quant_mma_deep(true)
-// (thirtieth session, not yet measured). The same bits.
-bool quant_mma_deep();
-void set_quant_mma_deep(bool enabled);
 // Whether 4-bit codes at 1-8 rows are dequantized as bf16 subnormals times the scale with 133
 // added to its exponent (one FMA per pair of codes instead of a subtraction and an FMA), in the
 // chunks where every lane's scales lie in [2^-126, 2^-5) — where that product is exact, so the

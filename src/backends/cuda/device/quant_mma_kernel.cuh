@@ -1,5 +1,5 @@
 // The tensor-core decode GEMM for MLX-quantized weights (quant_mma.h): y[M, N] = x[M, K] ·
-// dequant(w)[N, K]ᵀ (+ bias) for 1..16 rows — and up to 96 as row groups of 16 or 32 rows, each
+// dequant(w)[N, K]ᵀ (+ bias) for 1..16 rows — and up to 128 as row groups of 16 or 32 rows, each
 // a block's rows (kRowGroups) — 4- or 8-bit codes, bf16 scales and biases.
 //
 // Computed as yᵀ = dequant(w) · xᵀ on mma.m16n8k16 (bf16 in, f32 accumulate): w's rows are the
@@ -62,8 +62,7 @@ constexpr int unit_k() {
   return kHalfX ? 8 : 4;
 }
 constexpr int kXStages = 3;  // x pages in flight (shared memory)
-constexpr int kDepth = 4;    // chunks of codes in flight per thread (kDeep: kDeepDepth)
-constexpr int kDeepDepth = 8;
+constexpr int kDepth = 4;    // chunks of codes in flight per thread
 // Staged scales: a page's scales and biases of the block's rows in shared memory, up to 8 groups
 // (group size 32) per row and page.
 constexpr int kPageGroupsMax = kPageK / 32;
@@ -80,8 +79,7 @@ struct Chunking {
   static constexpr int kChunkK = 512 / BITS;  // 16 bytes of codes per lane and row, 4 lanes
   static constexpr int kLaneK = kChunkK / 4;  // codes per lane and row: 32 or 16
   static constexpr int kChunksPerPage = kPageK / kChunkK;
-  static_assert(kDepth % kChunksPerPage == 0 && kDeepDepth % kChunksPerPage == 0,
-                "a page starts at a fixed slot of the code ring");
+  static_assert(kDepth % kChunksPerPage == 0, "a page starts at a fixed slot of the code ring");
 };
 
 // One weight of a launch (q, k and v, or gate and up, share one launch and x).
@@ -252,11 +250,10 @@ __device__ __forceinline__ void cp_async16_ca(void* smem, const void* gmem) {
 }
 
 // Registers for 4 blocks per SM, or 3 where shared memory fits no more anyway: 32-row blocks and
-// the staged 16-row blocks (3 x 57 KB of x pages and scales), which at 4 spilled 28-36 bytes;
-// and 3 for kDeep (twice the codes in flight per thread).
-template <int MT, bool kStaged, bool kDeep = false>
+// the staged 16-row blocks (3 x 57 KB of x pages and scales), which at 4 spilled 28-36 bytes.
+template <int MT, bool kStaged>
 constexpr int quant_mma_min_blocks() {
-  return MT == 4 || (MT == 2 && kStaged) || kDeep ? 3 : 4;
+  return MT == 4 || (MT == 2 && kStaged) ? 3 : 4;
 }
 
 // kStaged: scales and biases come with each x page through shared memory (one 4-byte copy per
@@ -264,31 +261,19 @@ constexpr int quant_mma_min_blocks() {
 // the sectors the kernel requested were these loads' excess).
 // kWarpX (one row): each warp copies its own x pages, so a page costs a __syncwarp instead of a
 // block barrier (Nsight, mlx4 gate/up at one row: 13 % of the warps' cycles stalled at the page
-// barrier); lanes g > 0 read a row of zeros. The copies go through L1, where the block's four
-// warps share them: through L2 alone, four times the requests on the same few lines of x
-// (every block reads them) made whole steps 0.58x (H100, docs/benchmarks.md). The same loads into
+// barrier); lanes g > 0 take zeros without a read (x_unit). The copies go through L1, where the
+// block's four warps share them: through L2 alone, four times the requests on the same few lines of
+// x (every block reads them) made whole steps 0.58x (H100, docs/benchmarks.md). The same loads into
 // the same arithmetic: the same bits.
 // kRowGroups (17 to quant_mma_grouped_rows() rows): the block's rows are its group's (a separate
 // instantiation: the group arithmetic costs the 1-16-row kernels registers).
 // kHalfX: x is bf16 (staged scales, 9+ rows only: the producers write bf16 matmul inputs there).
-// kDeep (1-8 rows): kDeepDepth chunks of codes in flight per thread instead of kDepth, at 3 blocks
-// per SM instead of 4 — 96 KB of codes in flight per SM instead of 64 (Nsight, mlx4 gate/up at
-// one row: warps 16 chunks long, 46 % of the stall samples on long-scoreboard waits).
-// kPairedX (4-bit, bf16 x): each thread rewrites the x units it copied, once its copies of a page
-// have landed and before the page's barrier, as the B fragments' pairs — (k0, k0 + 4),
-// (k0 + 1, k0 + 5), ... as the codes pair them — so that the consumers, four warps reading every
-// unit, take them as they are instead of two byte permutes per mma. The same operands: the same
-// bits.
-template <int BITS, int MT, bool kStaged, bool kWarpX, bool kRowGroups, bool kHalfX = false,
-          bool kPairedX = false, bool kDeep = false>
-__global__ void __launch_bounds__(kThreads, quant_mma_min_blocks<MT, kStaged, kDeep>())
+template <int BITS, int MT, bool kStaged, bool kWarpX, bool kRowGroups, bool kHalfX = false>
+__global__ void __launch_bounds__(kThreads, quant_mma_min_blocks<MT, kStaged>())
     quant_mma_kernel(const MmaArgs a) {
   static_assert(!kWarpX || (MT == 1 && !kStaged), "warp-private x pages: one row, no staging");
   static_assert(kRowGroups ? MT == 2 || MT == 4 : MT <= 2, "row groups: 16 or 32 rows a block");
   static_assert(!kHalfX || (kStaged && MT >= 2), "bf16 x: staged scales, 9+ rows");
-  static_assert(!kPairedX || (kHalfX && BITS == 4), "paired x: 4-bit codes, bf16 x");
-  static_assert(!kDeep || MT == 1, "deep code rings: 1-8 rows");
-  constexpr int kCodeDepth = kDeep ? kDeepDepth : kDepth;
   constexpr int kStages = x_stages<MT, kHalfX>();
   constexpr int kXRowUnits = row_units<kHalfX>();
   constexpr int kXPageUnits = kPageK / unit_k<kHalfX>();
@@ -342,9 +327,9 @@ __global__ void __launch_bounds__(kThreads, quant_mma_min_blocks<MT, kStaged, kD
     d.bias_b = __ldg(bb + group);
   };
   // Codes are no earlier kernel's output: their first loads go out before the wait.
-  Chunk wv[kCodeDepth];
+  Chunk wv[kDepth];
 #pragma unroll
-  for (int p = 0; p < kCodeDepth; ++p) load_w(p, wv[p]);
+  for (int p = 0; p < kDepth; ++p) load_w(p, wv[p]);
   // x rows past M read as zeros in every stage (load_x writes real rows only); at MT = 1 the
   // lanes of those rows read nothing (x_unit).
   if constexpr (MT > 1) {
@@ -370,7 +355,7 @@ __global__ void __launch_bounds__(kThreads, quant_mma_min_blocks<MT, kStaged, kD
   // kStaged: the thread's unit is the same in every row it copies (kThreads is a multiple of a
   // row's units): rows staged_row0, + kStagedRowStep, ... — their addresses once per page, then a
   // step per row (a division and multiplications per unit were a fifth of the 64-row kernel's
-  // instructions). Cheap to recompute (shifts), so not held across the loop.
+  // instructions; H100, mlx4 8B: steps of 16-96 rows 1.08-1.09x, mlx8 16 / 64 rows 1.06x).
   static_assert(kThreads % kXPageUnits == 0, "a thread copies one unit of its rows");
   constexpr int kStagedRowStep = kThreads / kXPageUnits;
   const int staged_row0 = static_cast<int>(threadIdx.x / unsigned{kXPageUnits});
@@ -432,18 +417,6 @@ __global__ void __launch_bounds__(kThreads, quant_mma_min_blocks<MT, kStaged, kD
   };
 #pragma unroll
   for (int p = 0; p < kStages - 1; ++p) load_x(p);
-  // kPairedX: this thread's units of the page in `stage` (its copies have landed) as B-fragment
-  // pairs: (x, y, z, w) = bf16 k0 .. k0 + 7 becomes (k0, k0 + 4), (k0 + 1, k0 + 5), (k0 + 2,
-  // k0 + 6), (k0 + 3, k0 + 7).
-  const auto pair_x = [&](float4* stage) {
-    auto* unit = reinterpret_cast<uint4*>(stage + staged_dst);
-    for (int r = staged_row0; r < rows(); r += kStagedRowStep) {
-      const uint4 v = *unit;
-      *unit = make_uint4(__byte_perm(v.x, v.z, 0x5410), __byte_perm(v.x, v.z, 0x7632),
-                         __byte_perm(v.y, v.w, 0x5410), __byte_perm(v.y, v.w, 0x7632));
-      unit += kStagedRowStep * kXRowUnits;
-    }
-  };
 
   float acc[MT][4];
 #pragma unroll
@@ -469,7 +442,8 @@ __global__ void __launch_bounds__(kThreads, quant_mma_min_blocks<MT, kStaged, kD
     }
     // MT = 1 (f32 x): lanes of rows past M take zeros without a shared-memory read — at one
     // row 28 of a warp's 32 lanes, so a 16-byte read is one wavefront instead of four (Nsight,
-    // mlx4 gate/up at one row: these reads were 64 % of the launch's L1 wavefronts).
+    // mlx4 gate/up at one row: two thirds of the launch's shared-memory wavefronts; H100, mlx4
+    // 8B: steps 1.02x at one row, 1.01x at two).
     const auto x_unit = [&](const float4* p) {
       if constexpr (MT == 1) {
         return g < rows() ? *p : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
@@ -494,13 +468,9 @@ __global__ void __launch_bounds__(kThreads, quant_mma_min_blocks<MT, kStaged, kD
 #pragma unroll
           for (int s = 0; s < 2; ++s) {
             const uint32_t frag[4] = {pa[2 * s], pb[2 * s], pa[2 * s + 1], pb[2 * s + 1]};
-            if constexpr (kPairedX) {  // paired by pair_x
-              device::mma16816<__nv_bfloat16>(acc[t], frag, s == 0 ? v.x : v.z, s == 0 ? v.y : v.w);
-            } else {
-              const uint32_t lo = s == 0 ? v.x : v.y, hi = s == 0 ? v.z : v.w;
-              device::mma16816<__nv_bfloat16>(acc[t], frag, __byte_perm(lo, hi, 0x5410),
-                                              __byte_perm(lo, hi, 0x7632));
-            }
+            const uint32_t lo = s == 0 ? v.x : v.y, hi = s == 0 ? v.z : v.w;
+            device::mma16816<__nv_bfloat16>(acc[t], frag, __byte_perm(lo, hi, 0x5410),
+                                            __byte_perm(lo, hi, 0x7632));
           }
         }
       }
@@ -587,16 +557,15 @@ __global__ void __launch_bounds__(kThreads, quant_mma_min_blocks<MT, kStaged, kD
       }
     }
   };
-  for (int i0 = 0; i0 < count; i0 += kCodeDepth) {
+  for (int i0 = 0; i0 < count; i0 += kDepth) {
 #pragma unroll
-    for (int p = 0; p < kCodeDepth; ++p) {
+    for (int p = 0; p < kDepth; ++p) {
       const int i = i0 + p;
       if (i >= count) break;
       constexpr int kPerPage = C::kChunksPerPage;
       const int page = i / kPerPage;
-      if (p % kPerPage == 0) {  // i0 is a multiple of the depth: i starts a page exactly here
+      if (p % kPerPage == 0) {  // i0 is a multiple of kDepth, so i starts a page exactly here
         device::cp_async_wait<kStages - 2>();  // this page's x has landed (this thread's copies)
-        if constexpr (kPairedX) pair_x(x_pages + (page % kStages) * kStageUnits);
         // ... every copier's (the block's, or the warp's), and every reader is done with the page
         // before
         if constexpr (kWarpX) {
@@ -609,7 +578,7 @@ __global__ void __launch_bounds__(kThreads, quant_mma_min_blocks<MT, kStaged, kD
       const int stage = page % kStages;
       consume(x_pages + stage * kStageUnits, p % kPerPage, scale_bias(stage, p % kPerPage, wv[p]),
               wv[p]);
-      load_w(i + kCodeDepth, wv[p]);
+      load_w(i + kDepth, wv[p]);
     }
   }
   device::cp_async_wait<0>();
