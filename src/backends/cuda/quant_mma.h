@@ -28,7 +28,7 @@ constexpr int64_t kQuantMmaMaxRows = 16;
 // Row groups: the most rows a call may have (the kernel's bound) and the default limits with
 // 16-row groups only and with 32-row groups where they pay. 32-row groups beat the dequantized
 // tiles to 128 rows on an H100 (3.35 TB/s; with bf16 x and cheap staged copies, thirtieth
-// session: 1.45x at 80-96 rows, 1.17-1.21x at 112-128) but not past 64 on an H200 (4.8 TB/s,
+// session: 1.40-1.48x at 80-96 rows, 1.15-1.21x at 112-128) but not past 64 on an H200 (4.8 TB/s,
 // twenty-eighth session, before both), whose bandwidth speeds the tiles and not the groups'
 // dequantization: the wide limit applies below kQuantMmaWideGroupsMaxGbps of DRAM bandwidth.
 constexpr int64_t kQuantMmaMaxGroupedRows = 128;
@@ -85,7 +85,7 @@ void set_quant_mma_row_groups(bool enabled);
 // Whether row groups may be 32 rows (a block's dequantized codes serve four n-tiles of 8 rows
 // instead of two; x pages two in flight instead of three, 3 blocks per SM) instead of 16, where
 // that pays: 17-32, 49-128 rows (a 32-row group costs ~1.6 16-row ones; H100, mlx4 8B:
-// 1.07-1.15x at 24-80 rows, to 128 rows 1.17-1.45x the tiles; an H200's tiles won at 80-96 in
+// 1.07-1.15x at 24-80 rows, to 128 rows 1.15-1.48x the tiles; an H200's tiles won at 80-96 in
 // the twenty-eighth session, before bf16 x): on unless
 // RINGLM_CUDA_QUANT_MMA_WIDE_GROUPS=0 or set_quant_mma_wide_groups(false). The same bits either
 // way (a row's sum does not depend on its group or n-tile).
