@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <deque>
 #include <initializer_list>
@@ -319,6 +320,48 @@ TEST(CudaQuantMma, SubnormalCodesChangeNoBits) {
           ASSERT_EQ(cuda::quant_mma_count(), before + 1);
         }
         ASSERT_TRUE(testing::bitwise_equal(subnormal.to_host().t(), usual.to_host().t()));
+      }
+    }
+  }
+}
+
+// One-row calls with each warp's scales and biases copied into shared memory with its x pages
+// (quant_mma_warp_scales) give the bits of the per-lane loads: both widths, every group size, with
+// and without splits of K, N off the 64-row tiles (a warp's rows past N copy row N - 1), scales
+// small enough for the subnormal codes and not.
+TEST(CudaQuantMma, WarpScalesChangeNoBits) {
+  RINGLM_REQUIRE_GPU();
+  ASSERT_TRUE(cuda::quant_mma_warp_x());
+  for (int bits : {4, 8}) {
+    for (int group : kGroups) {
+      for (const Case& c : {Case{1, 4096, 1024}, Case{1, 768, 200}, Case{1, 14336, 64}}) {
+        for (bool small_scales : {false, true}) {
+          SCOPED_TRACE(::testing::Message()
+                       << "bits=" << bits << " group=" << group << " K=" << c.K << " N=" << c.N
+                       << (small_scales ? " small scales" : ""));
+          QuantFixture f(c.N, c.K, bits, group, DType::BF16,
+                         static_cast<uint32_t>(bits + group + c.K));
+          if (small_scales) testing::fill_uniform(f.scales, 161, -0.03f, 0.03f);
+          const DeviceQuant dw(f);
+          // 4-byte aligned scales and biases: the per-warp copies apply.
+          ASSERT_EQ(reinterpret_cast<uintptr_t>(dw.q.scales.data) % 4, 0u);
+          ASSERT_EQ(reinterpret_cast<uintptr_t>(dw.q.biases.data) % 4, 0u);
+          Owned x(DType::F32, {c.M, c.K});
+          testing::fill_uniform(x, 162);
+          OnDevice dx(x), per_lane(DType::F32, {c.M, c.N}), per_warp(DType::F32, {c.M, c.N});
+          {
+            const SwitchFor off(cuda::quant_mma_warp_scales, cuda::set_quant_mma_warp_scales,
+                                false);
+            matmul(dx.t(), Weight::quantized(dw.q), Tensor(), per_lane.t());
+          }
+          {
+            const SwitchFor on(cuda::quant_mma_warp_scales, cuda::set_quant_mma_warp_scales, true);
+            const int64_t before = cuda::quant_mma_warp_x_count();
+            matmul(dx.t(), Weight::quantized(dw.q), Tensor(), per_warp.t());
+            ASSERT_EQ(cuda::quant_mma_warp_x_count(), before + 1);
+          }
+          ASSERT_TRUE(testing::bitwise_equal(per_warp.to_host().t(), per_lane.to_host().t()));
+        }
       }
     }
   }

@@ -28,6 +28,7 @@ constexpr char kWideGroupsEnv[] = "RINGLM_CUDA_QUANT_MMA_WIDE_GROUPS";
 constexpr char kSubnormalCodesEnv[] = "RINGLM_CUDA_QUANT_MMA_SUBNORMAL_CODES";
 constexpr char kHalfXEnv[] = "RINGLM_CUDA_QUANT_MMA_HALF_X";
 constexpr char kWarpXEnv[] = "RINGLM_CUDA_QUANT_MMA_WARP_X";
+constexpr char kWarpScalesEnv[] = "RINGLM_CUDA_QUANT_MMA_WARP_SCALES";  // off by default
 
 std::atomic<int64_t> g_count{0}, g_warp_x_count{0}, g_wide_group_count{0}, g_half_x_count{0};
 
@@ -56,12 +57,13 @@ SplitPlan plan_splits(int64_t N, int64_t K) {
 }
 
 template <int BITS, int MT, bool kStaged, bool kWarpX = false, bool kRowGroups = false,
-          bool kHalfX = false>
+          bool kHalfX = false, bool kWarpScales = false>
 void launch_variant(const MmaArgs& args, int blocks, cudaStream_t stream) {
-  constexpr auto kKernel = quant_mma_kernel<BITS, MT, kStaged, kWarpX, kRowGroups, kHalfX>;
+  constexpr auto kKernel =
+      quant_mma_kernel<BITS, MT, kStaged, kWarpX, kRowGroups, kHalfX, kWarpScales>;
   constexpr int kStages = x_stages<MT, kHalfX>();
   constexpr size_t kSmem = kWarpX
-                               ? sizeof(float4) * kWarps * kWarpXUnits
+                               ? sizeof(float4) * kWarps * warp_x_units<kWarpScales>()
                                : sizeof(float4) * kStages * 8 * MT * row_units<kHalfX>() +
                                      (kStaged ? sizeof(uint32_t) * kStages * kScaleStageWords : 0);
   static const bool sized = [] {
@@ -106,6 +108,8 @@ void launch(const MmaArgs& args, int blocks, bool scales_aligned, bool half_x,
     } else {
       if (args.M == 1 && switch_flag<kWarpXEnv>().load(std::memory_order_relaxed)) {
         g_warp_x_count.fetch_add(1, std::memory_order_relaxed);
+        if (scales_aligned && switch_flag<kWarpScalesEnv, false>().load(std::memory_order_relaxed))
+          return launch_variant<BITS, MT, false, true, false, false, true>(args, blocks, stream);
         return launch_variant<BITS, MT, false, true>(args, blocks, stream);
       }
     }
@@ -329,6 +333,14 @@ bool quant_mma_half_x() {
 
 void set_quant_mma_half_x(bool enabled) {
   switch_flag<kHalfXEnv>().store(enabled, std::memory_order_relaxed);
+}
+
+bool quant_mma_warp_scales() {
+  return switch_flag<kWarpScalesEnv, false>().load(std::memory_order_relaxed);
+}
+
+void set_quant_mma_warp_scales(bool enabled) {
+  switch_flag<kWarpScalesEnv, false>().store(enabled, std::memory_order_relaxed);
 }
 
 bool quant_mma_warp_x() {

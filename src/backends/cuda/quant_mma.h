@@ -105,6 +105,12 @@ void set_quant_mma_grouped_rows(int64_t rows);
 // either way.
 bool quant_mma_warp_x();
 void set_quant_mma_warp_x(bool enabled);
+// Whether those warps also copy their rows' scales and biases of each page into shared memory
+// with the x page (4-byte aligned scales and biases only) instead of each lane loading its own
+// per chunk: off unless RINGLM_CUDA_QUANT_MMA_WARP_SCALES=1 or set_quant_mma_warp_scales(true)
+// (thirtieth session; not yet run on a GPU: wip/README.md). The same bits either way.
+bool quant_mma_warp_scales();
+void set_quant_mma_warp_scales(bool enabled);
 // Whether the producers of quantized matmuls' inputs (norms, the gated activation, the decode
 // merge) write bf16 rows from 9 rows on (quantized_matmul_takes_half_x): on unless
 // RINGLM_CUDA_QUANT_MMA_HALF_X=0 or set_quant_mma_half_x(false). The same bits either way. H100,

@@ -125,11 +125,12 @@ double dram_peak_gbps();
 // A run-time switch read from the environment (same-binary A/B): NAME=0 turns it off, NAME=1 on;
 // unset (or anything else) leaves it at `by_default`.
 bool env_switch_on(const char* name, bool by_default = true);
-// The process-wide flag of such a switch (on by default), read from the environment once; its
-// owner's set_ function (tests, A/Bs) flips it. Name: a constexpr char array, one per switch.
-template <const char* Name>
+// The process-wide flag of such a switch (on unless kByDefault is false), read from the
+// environment once; its owner's set_ function (tests, A/Bs) flips it. Name: a constexpr char
+// array, one per switch.
+template <const char* Name, bool kByDefault = true>
 std::atomic<bool>& switch_flag() {
-  static std::atomic<bool> on{env_switch_on(Name)};
+  static std::atomic<bool> on{env_switch_on(Name, kByDefault)};
   return on;
 }
 // A positive integer setting read from the environment (same-binary A/B): `by_default` when NAME

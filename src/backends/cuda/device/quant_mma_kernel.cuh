@@ -133,9 +133,15 @@ template <bool kHalfX>
 constexpr int row_units() {  // a stage's row: the page's units and 4 of padding (4 mod 8)
   return kPageK / unit_k<kHalfX>() + 4;
 }
-// A warp's private pages (kWarpX, one row): stages of 72 units (0 mod 8: every warp's the same).
+// A warp's private pages (kWarpX, one row): stages of 72 units (0 mod 8: every warp's the same),
+// then (kWarpScales) its rows' scales and biases per stage, [scale, bias][16][kPageGroupsMax]
+// bf16 bits (32 units).
 constexpr int kWarpXStageUnits = 72;
-constexpr int kWarpXUnits = kXStages * kWarpXStageUnits;
+constexpr int kWarpScaleStageUnits = 2 * 16 * kPageGroupsMax * 2 / 16;
+template <bool kWarpScales>
+constexpr int warp_x_units() {
+  return kXStages * (kWarpXStageUnits + (kWarpScales ? kWarpScaleStageUnits : 0));
+}
 template <int BITS, bool kHalfX = false>
 __device__ __forceinline__ int stored_unit(int u) {  // u: the unit's index in its page row
   constexpr int kChunkUnits = Chunking<BITS>::kChunkK / unit_k<kHalfX>();
@@ -268,10 +274,16 @@ constexpr int quant_mma_min_blocks() {
 // kRowGroups (17 to quant_mma_grouped_rows() rows): the block's rows are its group's (a separate
 // instantiation: the group arithmetic costs the 1-16-row kernels registers).
 // kHalfX: x is bf16 (staged scales, 9+ rows only: the producers write bf16 matmul inputs there).
-template <int BITS, int MT, bool kStaged, bool kWarpX, bool kRowGroups, bool kHalfX = false>
+// kWarpScales (kWarpX): each warp copies its 16 rows' scale and bias words of a page with its x
+// page (a lane per row and plane, `words` 4-byte copies each) instead of four 2-byte global loads
+// per lane and chunk (Nsight, mlx4 gate/up at one row: those loads were twice the code loads' L1
+// tag requests, and the first use of a chunk's scale drew 17 % of the stall samples).
+template <int BITS, int MT, bool kStaged, bool kWarpX, bool kRowGroups, bool kHalfX = false,
+          bool kWarpScales = false>
 __global__ void __launch_bounds__(kThreads, quant_mma_min_blocks<MT, kStaged>())
     quant_mma_kernel(const MmaArgs a) {
   static_assert(!kWarpX || (MT == 1 && !kStaged), "warp-private x pages: one row, no staging");
+  static_assert(!kWarpScales || kWarpX, "warp-private scales: with warp-private x pages");
   static_assert(kRowGroups ? MT == 2 || MT == 4 : MT <= 2, "row groups: 16 or 32 rows a block");
   static_assert(!kHalfX || (kStaged && MT >= 2), "bf16 x: staged scales, 9+ rows");
   constexpr int kStages = x_stages<MT, kHalfX>();
@@ -285,12 +297,14 @@ __global__ void __launch_bounds__(kThreads, quant_mma_min_blocks<MT, kStaged>())
   constexpr int kChunkUnits = C::kChunkK / unit_k<kHalfX>();
   // [kStages][kRows][kXRowUnits], then the staged scales
   // ([kStages][scale, bias][kTileCols][kPageGroupsMax] bf16 bits, kStaged); kWarpX: per warp
-  // [kXStages][kWarpXStageUnits].
+  // [kXStages][kWarpXStageUnits], then (kWarpScales) [kXStages][kWarpScaleStageUnits].
   extern __shared__ __align__(16) float4 xs[];
   auto* staged = reinterpret_cast<uint16_t*>(xs + kStages * kStageUnits);
   __shared__ bool last_block;
   const int warp = static_cast<int>(threadIdx.x) >> 5, lane = static_cast<int>(threadIdx.x) & 31;
-  float4* const x_pages = kWarpX ? xs + warp * kWarpXUnits : xs;
+  float4* const x_pages = kWarpX ? xs + warp * warp_x_units<kWarpScales>() : xs;
+  // kWarpScales: [kXStages][scale, bias][16][kPageGroupsMax]
+  auto* const warp_scales = reinterpret_cast<uint16_t*>(x_pages + kXStages * kWarpXStageUnits);
   const int g = lane >> 2, c = lane & 3;
   const int row_groups = kRowGroups ? a.row_groups : 1;
   const int block = static_cast<int>(blockIdx.x) / row_groups;
@@ -319,7 +333,7 @@ __global__ void __launch_bounds__(kThreads, quant_mma_min_blocks<MT, kStaged>())
     if (i >= count) return;
     d.a = __ldcs(wa + i * 4);
     d.b = __ldcs(wb + i * 4);
-    if constexpr (kStaged) return;
+    if constexpr (kStaged || kWarpScales) return;
     const int group = (lane_k + i * C::kChunkK) >> a.group_shift;
     d.scale_a = __ldg(sa + group);
     d.bias_a = __ldg(ba + group);
@@ -392,6 +406,16 @@ __global__ void __launch_bounds__(kThreads, quant_mma_min_blocks<MT, kStaged>())
           dst += kCopyRowStep * kRowUnits;
         }
       }
+      if constexpr (kWarpScales) {
+        // Lane l: plane l / 16 (scales, biases), the warp's row l % 16; the row's `words` words
+        // of two groups each.
+        const int words = (kPageK >> a.group_shift) / 2;
+        const int64_t row = min(row0 + (lane & 15), T.N - 1);
+        const uint16_t* src =
+            (lane < 16 ? T.scales : T.biases) + row * a.groups + (k0 >> a.group_shift);
+        uint16_t* dst = warp_scales + ((page % kStages) * 32 + lane) * kPageGroupsMax;
+        for (int w = 0; w < words; ++w) cp_async4(dst + 2 * w, src + 2 * w);
+      }
       if constexpr (kStaged) {
         // Row r's groups of the page: words of two groups each (groups per row are even), a
         // power of two (1 to 4), so that a thread's word w is the same in all its copies and
@@ -424,6 +448,13 @@ __global__ void __launch_bounds__(kThreads, quant_mma_min_blocks<MT, kStaged>())
   // acc[t] += (the warp's 16 rows of dequant(w)) · (x rows 8t .. 8t + 7)ᵀ over chunk ci of a page.
   // The scale and bias of rows g and g + 8 for chunk ci of the page in `stage`.
   const auto scale_bias = [&](int stage, int ci, const Chunk& d) {
+    if constexpr (kWarpScales) {  // rows g and g + 8 of the warp's 16; biases 16 rows on
+      const int at =
+          (stage * 32 + g) * kPageGroupsMax + ((ci * C::kChunkK + c * C::kLaneK) >> a.group_shift);
+      constexpr int kBias = 16 * kPageGroupsMax, kRowB = 8 * kPageGroupsMax;
+      return ScaleBias{warp_scales[at], warp_scales[at + kBias], warp_scales[at + kRowB],
+                       warp_scales[at + kBias + kRowB]};
+    }
     if constexpr (!kStaged) return ScaleBias{d.scale_a, d.bias_a, d.scale_b, d.bias_b};
     // Row g of the warp's rows in the page's stage; the bias plane follows the scale plane.
     const int at = stage * 2 * kTileCols * kPageGroupsMax + (16 * warp + g) * kPageGroupsMax +
