@@ -35,6 +35,28 @@ using testing::SwitchFor;
 struct Case {
   int64_t M, K, N;
 };
+
+// y = x · dequant(q)ᵀ with a same-bits switch off, then on: the same bits, and `count` (the
+// switched kernel's launches, or all quant_mma launches) one higher with it on.
+::testing::AssertionResult same_bits_either_way(bool (*get)(), void (*set)(bool),
+                                                int64_t (*count)(), const OnDevice& x,
+                                                const QuantizedMatrix& q) {
+  const int64_t M = x.t().shape[0], N = q.rows();
+  OnDevice off_y(DType::F32, {M, N}), on_y(DType::F32, {M, N});
+  {
+    const SwitchFor off(get, set, false);
+    matmul(x.t(), Weight::quantized(q), Tensor(), off_y.t());
+  }
+  {
+    const SwitchFor on(get, set, true);
+    const int64_t before = count();
+    matmul(x.t(), Weight::quantized(q), Tensor(), on_y.t());
+    if (count() != before + 1) return ::testing::AssertionFailure() << "not launched switched on";
+  }
+  if (!testing::bitwise_equal(on_y.to_host().t(), off_y.to_host().t()))
+    return ::testing::AssertionFailure() << "the bits differ with the switch on";
+  return ::testing::AssertionSuccess();
+}
 // One row of one page (N = 1: one partial tile); many splits of few tiles (k/v of an 8B model:
 // 1024 × 4096; down: 64 × 14336); none (N = 1000 over K = 512); N off the 64-row tiles; rows
 // around the mma's 8-row tiles.
@@ -306,20 +328,9 @@ TEST(CudaQuantMma, SubnormalCodesChangeNoBits) {
         const DeviceQuant dw(f);
         Owned x(DType::F32, {c.M, c.K});
         testing::fill_uniform(x, 142);
-        OnDevice dx(x), usual(DType::F32, {c.M, c.N}), subnormal(DType::F32, {c.M, c.N});
-        {
-          const SwitchFor off(cuda::quant_mma_subnormal_codes, cuda::set_quant_mma_subnormal_codes,
-                              false);
-          matmul(dx.t(), Weight::quantized(dw.q), Tensor(), usual.t());
-        }
-        {
-          const SwitchFor on(cuda::quant_mma_subnormal_codes, cuda::set_quant_mma_subnormal_codes,
-                             true);
-          const int64_t before = cuda::quant_mma_count();
-          matmul(dx.t(), Weight::quantized(dw.q), Tensor(), subnormal.t());
-          ASSERT_EQ(cuda::quant_mma_count(), before + 1);
-        }
-        ASSERT_TRUE(testing::bitwise_equal(subnormal.to_host().t(), usual.to_host().t()));
+        ASSERT_TRUE(same_bits_either_way(cuda::quant_mma_subnormal_codes,
+                                         cuda::set_quant_mma_subnormal_codes, cuda::quant_mma_count,
+                                         OnDevice(x), dw.q));
       }
     }
   }
@@ -348,19 +359,9 @@ TEST(CudaQuantMma, WarpScalesChangeNoBits) {
           ASSERT_EQ(reinterpret_cast<uintptr_t>(dw.q.biases.data) % 4, 0u);
           Owned x(DType::F32, {c.M, c.K});
           testing::fill_uniform(x, 162);
-          OnDevice dx(x), per_lane(DType::F32, {c.M, c.N}), per_warp(DType::F32, {c.M, c.N});
-          {
-            const SwitchFor off(cuda::quant_mma_warp_scales, cuda::set_quant_mma_warp_scales,
-                                false);
-            matmul(dx.t(), Weight::quantized(dw.q), Tensor(), per_lane.t());
-          }
-          {
-            const SwitchFor on(cuda::quant_mma_warp_scales, cuda::set_quant_mma_warp_scales, true);
-            const int64_t before = cuda::quant_mma_warp_x_count();
-            matmul(dx.t(), Weight::quantized(dw.q), Tensor(), per_warp.t());
-            ASSERT_EQ(cuda::quant_mma_warp_x_count(), before + 1);
-          }
-          ASSERT_TRUE(testing::bitwise_equal(per_warp.to_host().t(), per_lane.to_host().t()));
+          ASSERT_TRUE(same_bits_either_way(cuda::quant_mma_warp_scales,
+                                           cuda::set_quant_mma_warp_scales,
+                                           cuda::quant_mma_warp_x_count, OnDevice(x), dw.q));
         }
       }
     }
