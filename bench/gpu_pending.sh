@@ -23,7 +23,8 @@
 # the K/V: 32k × 1/16 with k8v3 and bf16 K/V (× 1/8 on an H100), A = four warps, B = eight.
 # Stages that need no tests (twenty-sixth session): `ncu` (per-SASS-instruction profiles of the
 # one-row k8v3 decode kernel and quant_mma, first), `suite` (the whole GPU suite) and `warpx`
-# (quant_mma's A/B over mlx4/mlx8 checkpoints: WARPX_* settings below), e.g.
+# (quant_mma's A/B over mlx4/mlx8 checkpoints: WARPX_* settings below; `warpx2` a second one in
+# the same call: WARPX2_*), e.g.
 # `STAGES="suite warpx" bench/gpu_pending.sh`. Stage `tiles` (twenty-eighth session):
 # the 97+-row 4-bit steps' dequantized tile size (below). A second archive for side A
 # (WARPX_PREBUILT_A) fits the 64 MiB carry only with just ./ringlm and ./PACKED in it and
@@ -148,6 +149,19 @@ if [[ $stages == *" warpx "* ]]; then
     AB_ENV_A="${WARPX_ENV_A:-RINGLM_CUDA_QUANT_MMA_WARP_X=0}" AB_ENV_B="" \
     AB_EXTRA_ENV="${WARPX_ENV_C:-}" \
     AB_ROWS="$rows" timed_ab "${LIMIT_WARPX:-150}" warpx
+fi
+
+# Stage warpx2 (thirtieth session): a second quant_mma A/B in the same call (a device start can
+# cost minutes), after warpx's: this tree on every side, A = WARPX2_ENV_A (default: the
+# defaults, so B/A is the noise), B = the defaults, C = WARPX2_ENV_C; rows WARPX2_ROWS (required;
+# MLX4 / MLX8 as in WARPX_ROWS), at most LIMIT_WARPX2 seconds; the report in $OUT/warpx2.txt.
+if [[ $stages == *" warpx2 "* ]]; then
+  mlx4_model
+  rows=${WARPX2_ROWS:?stage warpx2 needs WARPX2_ROWS}
+  rows=${rows//MLX4/$mlx4} && rows=${rows//MLX8/$mlx8}
+  [[ $rows == *"$mlx8"* ]] && mlx_model "$mlx8" 8
+  AB_TESTS=0 AB_ROUNDS=${ROUNDS:-2} AB_ENV_A="${WARPX2_ENV_A:-RINGLM_NOOP=1}" AB_ENV_B="" \
+    AB_EXTRA_ENV="${WARPX2_ENV_C:-}" AB_ROWS="$rows" timed_ab "${LIMIT_WARPX2:-150}" warpx2
 fi
 
 # Stage tiles (twenty-eighth session): the dequantized column tiles that 4-bit steps of 97+ rows
