@@ -57,6 +57,7 @@ struct Case {
     return ::testing::AssertionFailure() << "the bits differ with the switch on";
   return ::testing::AssertionSuccess();
 }
+
 // One row of one page (N = 1: one partial tile); many splits of few tiles (k/v of an 8B model:
 // 1024 × 4096; down: 64 × 14336); none (N = 1000 over K = 512); N off the 64-row tiles; rows
 // around the mma's 8-row tiles.
@@ -162,12 +163,9 @@ TEST(CudaQuantMma, StagedScalesChangeNoBits) {
         const DeviceQuant dw(f);
         Owned x(DType::F32, {c.M, c.K});
         testing::fill_uniform(x, 101);
-        OnDevice dx(x), staged(DType::F32, {c.M, c.N}), loaded(DType::F32, {c.M, c.N});
-        matmul(dx.t(), Weight::quantized(dw.q), Tensor(), staged.t());
-        cuda::set_quant_mma_staged_scales(false);
-        matmul(dx.t(), Weight::quantized(dw.q), Tensor(), loaded.t());
-        cuda::set_quant_mma_staged_scales(true);
-        ASSERT_TRUE(testing::bitwise_equal(staged.to_host().t(), loaded.to_host().t()));
+        ASSERT_TRUE(same_bits_either_way(cuda::quant_mma_staged_scales,
+                                         cuda::set_quant_mma_staged_scales, cuda::quant_mma_count,
+                                         OnDevice(x), dw.q));
       }
     }
   }

@@ -28,7 +28,10 @@ constexpr char kWideGroupsEnv[] = "RINGLM_CUDA_QUANT_MMA_WIDE_GROUPS";
 constexpr char kSubnormalCodesEnv[] = "RINGLM_CUDA_QUANT_MMA_SUBNORMAL_CODES";
 constexpr char kHalfXEnv[] = "RINGLM_CUDA_QUANT_MMA_HALF_X";
 constexpr char kWarpXEnv[] = "RINGLM_CUDA_QUANT_MMA_WARP_X";
-constexpr char kWarpScalesEnv[] = "RINGLM_CUDA_QUANT_MMA_WARP_SCALES";  // off by default
+constexpr char kWarpScalesEnv[] = "RINGLM_CUDA_QUANT_MMA_WARP_SCALES";
+std::atomic<bool>& warp_scales_flag() {  // off by default, said once
+  return switch_flag<kWarpScalesEnv, false>();
+}
 
 std::atomic<int64_t> g_count{0}, g_warp_x_count{0}, g_wide_group_count{0}, g_half_x_count{0};
 
@@ -108,7 +111,7 @@ void launch(const MmaArgs& args, int blocks, bool scales_aligned, bool half_x,
     } else {
       if (args.M == 1 && switch_flag<kWarpXEnv>().load(std::memory_order_relaxed)) {
         g_warp_x_count.fetch_add(1, std::memory_order_relaxed);
-        if (scales_aligned && switch_flag<kWarpScalesEnv, false>().load(std::memory_order_relaxed))
+        if (scales_aligned && warp_scales_flag().load(std::memory_order_relaxed))
           return launch_variant<BITS, MT, false, true, false, false, true>(args, blocks, stream);
         return launch_variant<BITS, MT, false, true>(args, blocks, stream);
       }
@@ -336,11 +339,11 @@ void set_quant_mma_half_x(bool enabled) {
 }
 
 bool quant_mma_warp_scales() {
-  return switch_flag<kWarpScalesEnv, false>().load(std::memory_order_relaxed);
+  return warp_scales_flag().load(std::memory_order_relaxed);
 }
 
 void set_quant_mma_warp_scales(bool enabled) {
-  switch_flag<kWarpScalesEnv, false>().store(enabled, std::memory_order_relaxed);
+  warp_scales_flag().store(enabled, std::memory_order_relaxed);
 }
 
 bool quant_mma_warp_x() {

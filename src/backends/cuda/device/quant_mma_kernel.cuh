@@ -366,30 +366,28 @@ __global__ void __launch_bounds__(kThreads, quant_mma_min_blocks<MT, kStaged>())
   const float* const copy_src =  // + page's k0 (f32 x)
       static_cast<const float*>(a.x) + (m0 + copy_row) * a.ldx + 4 * copy_unit;
   const int copy_dst = copy_row * kRowUnits + stored_unit<BITS>(copy_unit);
-  // kStaged: the thread's unit is the same in every row it copies (kThreads is a multiple of a
-  // row's units): rows staged_row0, + kStagedRowStep, ... — their addresses once per page, then a
-  // step per row (a division and multiplications per unit were a fifth of the 64-row kernel's
-  // instructions; H100, mlx4 8B: steps of 16-96 rows 1.08-1.09x, mlx8 16 / 64 rows 1.06x).
-  static_assert(kThreads % kXPageUnits == 0, "a thread copies one unit of its rows");
-  constexpr int kStagedRowStep = kThreads / kXPageUnits;
-  const int staged_row0 = static_cast<int>(threadIdx.x / unsigned{kXPageUnits});
-  const int staged_unit = static_cast<int>(threadIdx.x % unsigned{kXPageUnits});
-  const int staged_dst =
-      staged_row0 * kXRowUnits + stored_unit<BITS, kHalfX>(staged_unit);  // in a stage
   const auto load_x = [&](int page) {  // page into stage page % kStages; real rows only
     if (page < pages) {
       const int64_t k0 = int64_t{first_page + page} * kPageK;
       float4* stage = x_pages + (page % kStages) * kStageUnits;
       if constexpr (kStaged) {
-        const int64_t src_step = kStagedRowStep * a.ldx * kXBytes;
-        const char* src =
-            static_cast<const char*>(a.x) +
-            ((m0 + staged_row0) * a.ldx + k0 + unit_k<kHalfX>() * staged_unit) * kXBytes;
-        float4* dst = stage + staged_dst;
-        for (int r = staged_row0; r < rows(); r += kStagedRowStep) {
+        // The thread's unit is the same in every row it copies (kThreads is a multiple of a
+        // row's units): rows first_row, first_row + kRowStep, ... — their addresses once per page,
+        // then a step per row (a division and multiplications per unit were a fifth of the 64-row
+        // kernel's instructions; H100, mlx4 8B: steps of 16-96 rows 1.08-1.09x, mlx8 16 / 64
+        // rows 1.06x).
+        static_assert(kThreads % kXPageUnits == 0, "a thread copies one unit of its rows");
+        constexpr int kRowStep = kThreads / kXPageUnits;
+        const int first_row = static_cast<int>(threadIdx.x / unsigned{kXPageUnits});
+        const int page_unit = static_cast<int>(threadIdx.x % unsigned{kXPageUnits});
+        const int64_t src_step = kRowStep * a.ldx * kXBytes;
+        const char* src = static_cast<const char*>(a.x) +
+                          ((m0 + first_row) * a.ldx + k0 + unit_k<kHalfX>() * page_unit) * kXBytes;
+        float4* dst = stage + first_row * kXRowUnits + stored_unit<BITS, kHalfX>(page_unit);
+        for (int r = first_row; r < rows(); r += kRowStep) {
           cp_async16_ca(dst, src);
           src += src_step;
-          dst += kStagedRowStep * kXRowUnits;
+          dst += kRowStep * kXRowUnits;
         }
       } else {
         const float* src = copy_src + k0;
