@@ -366,20 +366,50 @@ TEST(CudaQuantMma, WarpScalesChangeNoBits) {
   }
 }
 
+// One-row calls with each warp's codes through its shared-memory ring (quant_mma_smem_codes) give
+// the bits of the register ring: both widths, every group size, blocks of fewer chunks than the
+// ring (one page; three), many splits of K (down: 64 × 14336), N off the 64-row tiles, with the
+// scales per lane and per warp (the two layouts of the warp's shared memory).
+TEST(CudaQuantMma, SmemCodesChangeNoBits) {
+  RINGLM_REQUIRE_GPU();
+  ASSERT_TRUE(cuda::quant_mma_warp_x());
+  for (int bits : {4, 8}) {
+    for (int group : kGroups) {
+      for (const Case& c :
+           {Case{1, 256, 1}, Case{1, 768, 200}, Case{1, 4096, 1024}, Case{1, 14336, 64}}) {
+        for (bool warp_scales : {false, true}) {
+          SCOPED_TRACE(::testing::Message() << "bits=" << bits << " group=" << group << " K=" << c.K
+                                            << " N=" << c.N << (warp_scales ? " warp scales" : ""));
+          const QuantFixture f(c.N, c.K, bits, group, DType::BF16,
+                               static_cast<uint32_t>(bits + group + c.K + c.N));
+          const DeviceQuant dw(f);
+          Owned x(DType::F32, {c.M, c.K});
+          testing::fill_uniform(x, 171);
+          const SwitchFor scales(cuda::quant_mma_warp_scales, cuda::set_quant_mma_warp_scales,
+                                 warp_scales);
+          ASSERT_TRUE(same_bits_either_way(cuda::quant_mma_smem_codes,
+                                           cuda::set_quant_mma_smem_codes,
+                                           cuda::quant_mma_smem_codes_count, OnDevice(x), dw.q));
+        }
+      }
+    }
+  }
+}
+
 // Row groups (17-64 rows, 128 with wide groups on an H100; quant_mma_row_groups(): on by default):
 // each group of 16 rows — or of 32 with wide groups, where they pay — runs a 16-row (32-row) call's
 // blocks, so the rows are the bits of 16-row calls over them (the last group shorter) — with and
 // without splits of K, with staged and per-lane scales, both widths — and match the CPU. The
-// limit is 128 rows here whatever the device and width, so the 80- and 128-row cases run
-// everywhere.
+// limit is the kernel's bound (256 rows) here whatever the device and width, so the 80- to
+// 256-row cases run everywhere.
 TEST(CudaQuantMma, RowGroupsAreTheBitsOfSixteenRowCalls) {
   RINGLM_REQUIRE_GPU();
   const SwitchFor groups(cuda::quant_mma_row_groups, cuda::set_quant_mma_row_groups, true);
-  const testing::SettingFor limit(cuda::set_quant_mma_grouped_rows,
-                                  cuda::kQuantMmaDefaultWideGroupedRows);
+  const testing::SettingFor limit(cuda::set_quant_mma_grouped_rows, cuda::kQuantMmaMaxGroupedRows);
   for (int bits : {4, 8}) {
-    for (const Case& c : {Case{17, 4096, 1024}, Case{40, 512, 1000}, Case{64, 14336, 64},
-                          Case{80, 512, 1000}, Case{128, 512, 130}}) {
+    for (const Case& c :
+         {Case{17, 4096, 1024}, Case{40, 512, 1000}, Case{64, 14336, 64}, Case{80, 512, 1000},
+          Case{128, 512, 130}, Case{200, 1024, 70}, Case{256, 512, 130}}) {
       for (bool wide : {false, true}) {
         const SwitchFor wide_groups(cuda::quant_mma_wide_groups, cuda::set_quant_mma_wide_groups,
                                     wide);

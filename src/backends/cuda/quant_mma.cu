@@ -32,8 +32,13 @@ constexpr char kWarpScalesEnv[] = "RINGLM_CUDA_QUANT_MMA_WARP_SCALES";
 std::atomic<bool>& warp_scales_flag() {  // off by default, said once
   return switch_flag<kWarpScalesEnv, false>();
 }
+constexpr char kSmemCodesEnv[] = "RINGLM_CUDA_QUANT_MMA_SMEM_CODES";
+std::atomic<bool>& smem_codes_flag() {  // off by default, said once
+  return switch_flag<kSmemCodesEnv, false>();
+}
 
-std::atomic<int64_t> g_count{0}, g_warp_x_count{0}, g_wide_group_count{0}, g_half_x_count{0};
+std::atomic<int64_t> g_count{0}, g_warp_x_count{0}, g_wide_group_count{0}, g_half_x_count{0},
+    g_smem_codes_count{0};
 
 // Blocks per SM the split rule aims for (4 fit by the launch bounds): 4, or
 // RINGLM_CUDA_QUANT_MMA_BLOCKS_PER_SM (1..8) read at start-up, for same-binary A/B runs.
@@ -60,18 +65,24 @@ SplitPlan plan_splits(int64_t N, int64_t K) {
 }
 
 template <int BITS, int MT, bool kStaged, bool kWarpX = false, bool kRowGroups = false,
-          bool kHalfX = false, bool kWarpScales = false>
+          bool kHalfX = false, bool kWarpScales = false, bool kSmemCodes = false>
 void launch_variant(const MmaArgs& args, int blocks, cudaStream_t stream) {
   constexpr auto kKernel =
-      quant_mma_kernel<BITS, MT, kStaged, kWarpX, kRowGroups, kHalfX, kWarpScales>;
+      quant_mma_kernel<BITS, MT, kStaged, kWarpX, kRowGroups, kHalfX, kWarpScales, kSmemCodes>;
   constexpr int kStages = x_stages<MT, kHalfX>();
-  constexpr size_t kSmem = kWarpX
-                               ? sizeof(float4) * kWarps * warp_x_units<kWarpScales>()
-                               : sizeof(float4) * kStages * 8 * MT * row_units<kHalfX>() +
-                                     (kStaged ? sizeof(uint32_t) * kStages * kScaleStageWords : 0);
+  constexpr size_t kSmem =
+      kWarpX ? sizeof(float4) * kWarps * warp_x_units<BITS, kWarpScales, kSmemCodes>()
+             : sizeof(float4) * kStages * 8 * MT * row_units<kHalfX>() +
+                   (kStaged ? sizeof(uint32_t) * kStages * kScaleStageWords : 0);
   static const bool sized = [] {
     RINGLM_CUDA_CHECK(cudaFuncSetAttribute(kKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                            static_cast<int>(kSmem)));
+    // 4-bit code rings: 4 blocks of 55.8 KB fit only the largest carveout (228 KB).
+    if constexpr (kSmemCodes) {
+      RINGLM_CUDA_CHECK(cudaFuncSetAttribute(kKernel,
+                                             cudaFuncAttributePreferredSharedMemoryCarveout,
+                                             static_cast<int>(cudaSharedmemCarveoutMaxShared)));
+    }
     return true;
   }();
   (void)sized;
@@ -111,7 +122,16 @@ void launch(const MmaArgs& args, int blocks, bool scales_aligned, bool half_x,
     } else {
       if (args.M == 1 && switch_flag<kWarpXEnv>().load(std::memory_order_relaxed)) {
         g_warp_x_count.fetch_add(1, std::memory_order_relaxed);
-        if (scales_aligned && warp_scales_flag().load(std::memory_order_relaxed))
+        const bool warp_scales =
+            scales_aligned && warp_scales_flag().load(std::memory_order_relaxed);
+        if (smem_codes_flag().load(std::memory_order_relaxed)) {
+          g_smem_codes_count.fetch_add(1, std::memory_order_relaxed);
+          return warp_scales ? launch_variant<BITS, MT, false, true, false, false, true, true>(
+                                   args, blocks, stream)
+                             : launch_variant<BITS, MT, false, true, false, false, false, true>(
+                                   args, blocks, stream);
+        }
+        if (warp_scales)
           return launch_variant<BITS, MT, false, true, false, false, true>(args, blocks, stream);
         return launch_variant<BITS, MT, false, true>(args, blocks, stream);
       }
@@ -344,6 +364,18 @@ bool quant_mma_warp_scales() {
 
 void set_quant_mma_warp_scales(bool enabled) {
   warp_scales_flag().store(enabled, std::memory_order_relaxed);
+}
+
+bool quant_mma_smem_codes() {
+  return smem_codes_flag().load(std::memory_order_relaxed);
+}
+
+void set_quant_mma_smem_codes(bool enabled) {
+  smem_codes_flag().store(enabled, std::memory_order_relaxed);
+}
+
+int64_t quant_mma_smem_codes_count() {
+  return g_smem_codes_count.load(std::memory_order_relaxed);
 }
 
 bool quant_mma_warp_x() {

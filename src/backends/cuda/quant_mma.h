@@ -31,7 +31,9 @@ constexpr int64_t kQuantMmaMaxRows = 16;
 // session: 1.40-1.48x at 80-96 rows, 1.15-1.21x at 112-128) but not past 64 on an H200 (4.8 TB/s,
 // twenty-eighth session, before both), whose bandwidth speeds the tiles and not the groups'
 // dequantization: the wide limit applies below kQuantMmaWideGroupsMaxGbps of DRAM bandwidth.
-constexpr int64_t kQuantMmaMaxGroupedRows = 128;
+// The kernel's bound is 256 rows (the decode batches ringlm serves), so that same-binary A/Bs
+// can try limits past 128 (RINGLM_CUDA_QUANT_MMA_GROUPED_ROWS).
+constexpr int64_t kQuantMmaMaxGroupedRows = 256;
 constexpr int64_t kQuantMmaDefaultGroupedRows = 64;
 constexpr int64_t kQuantMmaDefaultWideGroupedRows = 128;
 constexpr double kQuantMmaWideGroupsMaxGbps = 4000.0;
@@ -111,6 +113,13 @@ void set_quant_mma_warp_x(bool enabled);
 // (thirtieth session; not yet run on a GPU: wip/README.md). The same bits either way.
 bool quant_mma_warp_scales();
 void set_quant_mma_warp_scales(bool enabled);
+// Whether those warps take their codes by cp.async into a shared-memory ring 8 chunks deep
+// (8 KB a warp; x pages go with the codes of their first chunk) instead of 4 chunks in registers:
+// off unless RINGLM_CUDA_QUANT_MMA_SMEM_CODES=1 or set_quant_mma_smem_codes(true) (thirty-first
+// session; not yet run on a GPU: wip/README.md). The same bits either way.
+bool quant_mma_smem_codes();
+void set_quant_mma_smem_codes(bool enabled);
+int64_t quant_mma_smem_codes_count();  // calls that took it
 // Whether the producers of quantized matmuls' inputs (norms, the gated activation, the decode
 // merge) write bf16 rows from 9 rows on (quantized_matmul_takes_half_x): on unless
 // RINGLM_CUDA_QUANT_MMA_HALF_X=0 or set_quant_mma_half_x(false). The same bits either way. H100,

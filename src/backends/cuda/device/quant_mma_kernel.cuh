@@ -81,6 +81,18 @@ struct Chunking {
   static constexpr int kChunksPerPage = kPageK / kChunkK;
   static_assert(kDepth % kChunksPerPage == 0, "a page starts at a fixed slot of the code ring");
 };
+// kSmemCodes (one row): a warp's codes go by cp.async into its own ring of kSmemCodeDepth chunks
+// in shared memory (a chunk: rows g and g + 8 of its 32 lanes, 16 bytes each) instead of a
+// register ring of kDepth, so that the bytes in flight no longer cost registers; each x page is
+// copied with the codes of its first chunk, so a warp holds kSmemCodeDepth / chunks per page + 1
+// x pages.
+constexpr int kSmemCodeDepth = 8;
+constexpr int kCodeChunkUnits = 2 * 32;
+template <int BITS>
+constexpr int smem_code_x_stages() {
+  static_assert(kSmemCodeDepth % Chunking<BITS>::kChunksPerPage == 0, "pages start at fixed slots");
+  return kSmemCodeDepth / Chunking<BITS>::kChunksPerPage + 1;
+}
 
 // One weight of a launch (q, k and v, or gate and up, share one launch and x).
 struct MmaTarget {
@@ -138,9 +150,16 @@ constexpr int row_units() {  // a stage's row: the page's units and 4 of padding
 // bf16 bits (32 units).
 constexpr int kWarpXStageUnits = 72;
 constexpr int kWarpScaleStageUnits = 2 * 16 * kPageGroupsMax * 2 / 16;
-template <bool kWarpScales>
+template <int BITS, bool kSmemCodes>
+constexpr int warp_x_stages() {
+  return kSmemCodes ? smem_code_x_stages<BITS>() : kXStages;
+}
+// A warp's share: its x stages (and their scales), then (kSmemCodes) its code ring.
+template <int BITS, bool kWarpScales, bool kSmemCodes = false>
 constexpr int warp_x_units() {
-  return kXStages * (kWarpXStageUnits + (kWarpScales ? kWarpScaleStageUnits : 0));
+  return warp_x_stages<BITS, kSmemCodes>() *
+             (kWarpXStageUnits + (kWarpScales ? kWarpScaleStageUnits : 0)) +
+         (kSmemCodes ? kSmemCodeDepth * kCodeChunkUnits : 0);
 }
 template <int BITS, bool kHalfX = false>
 __device__ __forceinline__ int stored_unit(int u) {  // u: the unit's index in its page row
@@ -255,6 +274,16 @@ __device__ __forceinline__ void cp_async16_ca(void* smem, const void* gmem) {
   asm volatile("cp.async.ca.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(gmem) : "memory");
 }
 
+// Waits until at most `pending` (<= kMax) of this thread's cp.async groups are in flight; `pending`
+// known at compile time (an unrolled loop's index) folds to one wait.
+template <int kMax>
+__device__ __forceinline__ void cp_async_wait_at_most(int pending) {
+  if constexpr (kMax > 0) {
+    if (pending < kMax) return cp_async_wait_at_most<kMax - 1>(pending);
+  }
+  device::cp_async_wait<kMax>();
+}
+
 // Registers for 4 blocks per SM, or 3 where shared memory fits no more anyway: 32-row blocks and
 // the staged 16-row blocks (3 x 57 KB of x pages and scales), which at 4 spilled 28-36 bytes.
 template <int MT, bool kStaged>
@@ -278,15 +307,18 @@ constexpr int quant_mma_min_blocks() {
 // page (a lane per row and plane, `words` 4-byte copies each) instead of four 2-byte global loads
 // per lane and chunk (Nsight, mlx4 gate/up at one row: those loads were twice the code loads' L1
 // tag requests, and the first use of a chunk's scale drew 17 % of the stall samples).
+// kSmemCodes (kWarpX): codes through the warp's shared-memory ring (kSmemCodeDepth above; one row
+// spent 45 % of its stall samples on long-scoreboard waits with 4 chunks in registers).
 template <int BITS, int MT, bool kStaged, bool kWarpX, bool kRowGroups, bool kHalfX = false,
-          bool kWarpScales = false>
+          bool kWarpScales = false, bool kSmemCodes = false>
 __global__ void __launch_bounds__(kThreads, quant_mma_min_blocks<MT, kStaged>())
     quant_mma_kernel(const MmaArgs a) {
   static_assert(!kWarpX || (MT == 1 && !kStaged), "warp-private x pages: one row, no staging");
   static_assert(!kWarpScales || kWarpX, "warp-private scales: with warp-private x pages");
+  static_assert(!kSmemCodes || kWarpX, "codes through shared memory: with warp-private x pages");
   static_assert(kRowGroups ? MT == 2 || MT == 4 : MT <= 2, "row groups: 16 or 32 rows a block");
   static_assert(!kHalfX || (kStaged && MT >= 2), "bf16 x: staged scales, 9+ rows");
-  constexpr int kStages = x_stages<MT, kHalfX>();
+  constexpr int kStages = kWarpX ? warp_x_stages<BITS, kSmemCodes>() : x_stages<MT, kHalfX>();
   constexpr int kXRowUnits = row_units<kHalfX>();
   constexpr int kXPageUnits = kPageK / unit_k<kHalfX>();
   constexpr int kXBytes = kHalfX ? 2 : 4;
@@ -297,14 +329,17 @@ __global__ void __launch_bounds__(kThreads, quant_mma_min_blocks<MT, kStaged>())
   constexpr int kChunkUnits = C::kChunkK / unit_k<kHalfX>();
   // [kStages][kRows][kXRowUnits], then the staged scales
   // ([kStages][scale, bias][kTileCols][kPageGroupsMax] bf16 bits, kStaged); kWarpX: per warp
-  // [kXStages][kWarpXStageUnits], then (kWarpScales) [kXStages][kWarpScaleStageUnits].
+  // [kStages][kWarpXStageUnits], then (kWarpScales) [kStages][kWarpScaleStageUnits], then
+  // (kSmemCodes) [kSmemCodeDepth][row g, row g + 8][32 lanes] uint4.
   extern __shared__ __align__(16) float4 xs[];
   auto* staged = reinterpret_cast<uint16_t*>(xs + kStages * kStageUnits);
   __shared__ bool last_block;
   const int warp = static_cast<int>(threadIdx.x) >> 5, lane = static_cast<int>(threadIdx.x) & 31;
-  float4* const x_pages = kWarpX ? xs + warp * warp_x_units<kWarpScales>() : xs;
-  // kWarpScales: [kXStages][scale, bias][16][kPageGroupsMax]
-  auto* const warp_scales = reinterpret_cast<uint16_t*>(x_pages + kXStages * kWarpXStageUnits);
+  float4* const x_pages = kWarpX ? xs + warp * warp_x_units<BITS, kWarpScales, kSmemCodes>() : xs;
+  // kWarpScales: [kStages][scale, bias][16][kPageGroupsMax]
+  auto* const warp_scales = reinterpret_cast<uint16_t*>(x_pages + kStages * kWarpXStageUnits);
+  auto* const code_ring = reinterpret_cast<uint4*>(
+      x_pages + kStages * (kWarpXStageUnits + (kWarpScales ? kWarpScaleStageUnits : 0)));
   const int g = lane >> 2, c = lane & 3;
   const int row_groups = kRowGroups ? a.row_groups : 1;
   const int block = static_cast<int>(blockIdx.x) / row_groups;
@@ -331,8 +366,14 @@ __global__ void __launch_bounds__(kThreads, quant_mma_min_blocks<MT, kStaged>())
   const int lane_k = first * C::kChunkK + c * C::kLaneK;  // the lane's first k
   const auto load_w = [&](int i, Chunk& d) {
     if (i >= count) return;
-    d.a = __ldcs(wa + i * 4);
-    d.b = __ldcs(wb + i * 4);
+    if constexpr (kSmemCodes) {  // slot i mod the depth; each lane reads back only its own copies
+      uint4* slot = code_ring + (i & (kSmemCodeDepth - 1)) * kCodeChunkUnits;
+      device::cp_async16(slot + lane, wa + i * 4, true);
+      device::cp_async16(slot + 32 + lane, wb + i * 4, true);
+    } else {
+      d.a = __ldcs(wa + i * 4);
+      d.b = __ldcs(wb + i * 4);
+    }
     if constexpr (kStaged || kWarpScales) return;
     const int group = (lane_k + i * C::kChunkK) >> a.group_shift;
     d.scale_a = __ldg(sa + group);
@@ -340,10 +381,13 @@ __global__ void __launch_bounds__(kThreads, quant_mma_min_blocks<MT, kStaged>())
     d.scale_b = __ldg(sb + group);
     d.bias_b = __ldg(bb + group);
   };
-  // Codes are no earlier kernel's output: their first loads go out before the wait.
-  Chunk wv[kDepth];
+  // Codes are no earlier kernel's output: their first loads go out before the wait (kSmemCodes:
+  // one cp.async group).
+  constexpr int kCodeDepth = kSmemCodes ? kSmemCodeDepth : kDepth;
+  Chunk wv[kCodeDepth];
 #pragma unroll
-  for (int p = 0; p < kDepth; ++p) load_w(p, wv[p]);
+  for (int p = 0; p < kCodeDepth; ++p) load_w(p, wv[p]);
+  if constexpr (kSmemCodes) device::cp_async_commit();
   // x rows past M read as zeros in every stage (load_x writes real rows only); at MT = 1 the
   // lanes of those rows read nothing (x_unit).
   if constexpr (MT > 1) {
@@ -367,7 +411,7 @@ __global__ void __launch_bounds__(kThreads, quant_mma_min_blocks<MT, kStaged>())
       static_cast<const float*>(a.x) + (m0 + copy_row) * a.ldx + 4 * copy_unit;
   const int copy_dst = copy_row * kRowUnits + stored_unit<BITS>(copy_unit);
   const auto load_x = [&](int page) {  // page into stage page % kStages; real rows only
-    if (page < pages) {
+    if (page < pages) {  // kSmemCodes: the page of chunk i + kSmemCodeDepth, possibly past the end
       const int64_t k0 = int64_t{first_page + page} * kPageK;
       float4* stage = x_pages + (page % kStages) * kStageUnits;
       if constexpr (kStaged) {
@@ -586,7 +630,40 @@ __global__ void __launch_bounds__(kThreads, quant_mma_min_blocks<MT, kStaged>())
       }
     }
   };
-  for (int i0 = 0; i0 < count; i0 += kDepth) {
+  if constexpr (kSmemCodes) {
+    // Iteration i consumes chunk i, then issues the group of chunk i + kSmemCodeDepth's codes
+    // (and its page, when that chunk starts one). Chunk i's group is the prologue's for i below
+    // the depth (i groups after it), else iteration i - kSmemCodeDepth's (depth - 1 after it).
+    constexpr int kPerPage = C::kChunksPerPage;
+    for (int i0 = 0; i0 < count; i0 += kSmemCodeDepth) {
+#pragma unroll
+      for (int p = 0; p < kSmemCodeDepth; ++p) {
+        const int i = i0 + p;
+        if (i >= count) break;
+        if (i0 == 0) {
+          cp_async_wait_at_most<kSmemCodeDepth - 1>(p);
+        } else {
+          device::cp_async_wait<kSmemCodeDepth - 1>();
+        }
+        // A page's first chunk: every lane's copies of it have landed, and every lane is done
+        // with the stage that this iteration's page overwrites (the page before this one).
+        if (p % kPerPage == 0) __syncwarp();
+        const int page = i / kPerPage, stage = page % kStages;
+        Chunk w;
+        w.a = code_ring[p * kCodeChunkUnits + lane];
+        w.b = code_ring[p * kCodeChunkUnits + 32 + lane];
+        consume(x_pages + stage * kStageUnits, p % kPerPage, scale_bias(stage, p % kPerPage, wv[p]),
+                w);
+        load_w(i + kSmemCodeDepth, wv[p]);
+        if (p % kPerPage == 0) {
+          load_x(page + kSmemCodeDepth / kPerPage);  // commits the group
+        } else {
+          device::cp_async_commit();
+        }
+      }
+    }
+  }
+  for (int i0 = 0; !kSmemCodes && i0 < count; i0 += kDepth) {
 #pragma unroll
     for (int p = 0; p < kDepth; ++p) {
       const int i = i0 + p;
