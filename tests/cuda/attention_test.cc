@@ -371,6 +371,57 @@ TEST(CudaAttention, RoundedOutputIsTheF32OutputRounded) {
   }
 }
 
+// Steps whose decode rows all have one part, their outputs written by the decode kernels
+// themselves (cuda::set_decode_direct): the merge kernel's bits, into f32 and rounded to bf16, in
+// narrow steps (rows to 256 keys, a prefill row beside them) and wide ones (20 decode rows to 512
+// keys), over head dims 64 / 128 / 256, a window with sinks and soft-capping. A step with a longer
+// row keeps the merge kernel.
+TEST(CudaAttention, SinglePartDecodeWritesTheMergeKernelsBits) {
+  RINGLM_REQUIRE_GPU();
+  ASSERT_EQ(cuda::wide_decode_rows(), 17);
+  const std::vector<RowSpec> narrow = {{1, 1}, {1, 37}, {13, 13}, {1, 256}, {1, 200}};
+  const std::vector<RowSpec> wide = [] {
+    std::vector<RowSpec> rows;
+    for (int r = 0; r < 20; ++r) rows.push_back({1, 300 + 11 * r});
+    return rows;
+  }();
+  uint32_t seed = 600;
+  for (const Config& c :
+       {Config{DType::BF16, 128, 8, 2, 16, 0, 0.0f}, Config{DType::F16, 64, 8, 4, 16, 24, 0.0f, 4},
+        Config{DType::BF16, 256, 16, 2, 5, 0, 30.0f}}) {
+    for (const auto* specs : {&narrow, &wide}) {
+      const Problem p(c, *specs, seed++);
+      const AttentionParams params = params_for(c);
+      const int64_t T = p.layout.tokens();
+      OnDevice dq(p.q), dk(p.k), dv(p.v);
+      const KvLayerView view{dk.t(), dv.t()};
+      for (const DType out_dtype : {DType::F32, DType::BF16}) {
+        SCOPED_TRACE(::testing::Message() << testing::dtype_label(c.dtype) << " D=" << c.head_dim
+                                          << (specs == &wide ? " wide step" : " narrow step")
+                                          << " out " << testing::dtype_label(out_dtype));
+        OnDevice merged(out_dtype, {T, c.q_heads, c.head_dim}),
+            direct(out_dtype, {T, c.q_heads, c.head_dim});
+        attention(dq.t(), view, p.layout.rows(), params, merged.t());
+        cuda::set_decode_direct(true);
+        const int64_t before = cuda::decode_direct_count();
+        attention(dq.t(), view, p.layout.rows(), params, direct.t());
+        const int64_t took = cuda::decode_direct_count() - before;
+        cuda::set_decode_direct(false);
+        ASSERT_EQ(took, 1) << "the decode kernels did not write the outputs";
+        EXPECT_TRUE(testing::bitwise_equal(direct.to_host().t(), merged.to_host().t()));
+      }
+    }
+  }
+  const Config c{DType::BF16, 128, 8, 2, 16, 0, 0.0f};
+  const Problem p(c, {{1, 37}, {1, 300}}, seed);
+  OnDevice dq(p.q), dk(p.k), dv(p.v), out(DType::F32, {p.layout.tokens(), 8, 128});
+  cuda::set_decode_direct(true);
+  const int64_t before = cuda::decode_direct_count();
+  attention(dq.t(), KvLayerView{dk.t(), dv.t()}, p.layout.rows(), params_for(c), out.t());
+  cuda::set_decode_direct(false);
+  EXPECT_EQ(cuda::decode_direct_count(), before) << "a 300-key row in a narrow step has two parts";
+}
+
 TEST(CudaAttention, HostTablesAreStillValidated) {
   RINGLM_REQUIRE_GPU();
   const Config c{DType::BF16, 64, 2, 1, 16, 0, 0.0f};

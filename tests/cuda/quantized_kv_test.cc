@@ -619,6 +619,36 @@ TEST(CudaQuantizedKv, TurboMergeInKernelEqualsMergeKernel) {
   }
 }
 
+// One-part decode rows written by the decode kernels themselves (cuda::set_decode_direct) give
+// the merge kernel's bits over the affine formats (their tile sources, with a prefill row beside
+// them); TurboQuant keeps the merge kernel.
+TEST(CudaQuantizedKv, SinglePartDecodeWritesTheMergeKernelsBits) {
+  RINGLM_REQUIRE_GPU();
+  const std::vector<RowSpec> rows = {{1, 1}, {1, 37}, {13, 13}, {1, 250}};
+  std::vector<Format> formats(std::begin(kAffine), std::end(kAffine));
+  formats.push_back(Format{8, 32, 3});
+  uint32_t seed = 1300;
+  for (const Format& f : formats) {
+    for (const Config& c : {Config{128, 8, 2, 16, 0, 0.0f}, Config{64, 8, 1, 16, 40, 0.0f}}) {
+      SCOPED_TRACE(label(f, c));
+      const Problem p(f, c, rows, seed++);
+      const AttentionParams params = params_for(c);
+      const int64_t T = p.layout.tokens();
+      const DeviceCache dc(p.cache);
+      OnDevice dq(p.q), merged(DType::F32, {T, c.q_heads, c.head_dim}),
+          direct(DType::F32, {T, c.q_heads, c.head_dim});
+      attention(dq.t(), dc.view(), p.layout.rows(), params, merged.t());
+      cuda::set_decode_direct(true);
+      const int64_t before = cuda::decode_direct_count();
+      attention(dq.t(), dc.view(), p.layout.rows(), params, direct.t());
+      const int64_t took = cuda::decode_direct_count() - before;
+      cuda::set_decode_direct(false);
+      ASSERT_EQ(took, f.turbo() ? 0 : 1) << "the decode kernels' writes";
+      EXPECT_TRUE(testing::bitwise_equal(direct.to_host().t(), merged.to_host().t()));
+    }
+  }
+}
+
 // Each row computed alone (its own one-row layout over the same cache) equals its rows of the
 // batched result bit for bit.
 TEST(CudaQuantizedKv, BatchInvariant) {

@@ -237,7 +237,33 @@ std::atomic<bool>& merge_in_kernel_flag() {
   static std::atomic<bool> enabled{env_switch_on("RINGLM_CUDA_MERGE_IN_KERNEL")};
   return enabled;
 }
+std::atomic<bool>& decode_direct_flag() {  // off by default
+  static std::atomic<bool> enabled{env_switch_on("RINGLM_CUDA_DECODE_DIRECT", false)};
+  return enabled;
+}
+std::atomic<int64_t> g_direct_decodes{0};
 }  // namespace
+
+namespace attention_detail {
+bool take_direct_decode(const device::AttnArgs& args) {
+  if (!decode_direct_flag().load() || args.max_parts != 1 || args.merge_unrotate_signs != nullptr)
+    return false;
+  g_direct_decodes.fetch_add(1, std::memory_order_relaxed);
+  return true;
+}
+}  // namespace attention_detail
+
+void set_decode_direct(bool enabled) {
+  decode_direct_flag().store(enabled);
+}
+
+bool decode_direct() {
+  return decode_direct_flag().load();
+}
+
+int64_t decode_direct_count() {
+  return g_direct_decodes.load(std::memory_order_relaxed);
+}
 
 namespace {
 std::atomic<bool>& early_fetch_flag() {

@@ -258,6 +258,14 @@ bool decode_affine_prefetch();
 // environment sets RINGLM_CUDA_MERGE_IN_KERNEL=0 or a test turns it off.
 void set_decode_merge_in_kernel(bool enabled);
 bool decode_merge_in_kernel();
+// Whether a step whose decode rows all have one part (narrow steps to 256 keys, wide steps to 512)
+// over 16-bit or affine K/V (TurboQuant keeps its merge) has the tensor-core decode kernels write
+// the outputs themselves — the merge kernel's bits, without its partials and launch. Off unless
+// the environment sets RINGLM_CUDA_DECODE_DIRECT=1 or a test turns it on (thirty-first session;
+// not yet run on a GPU: wip/README.md). decode_direct_count(): the steps that took it.
+void set_decode_direct(bool enabled);
+bool decode_direct();
+int64_t decode_direct_count();
 // Whether rows with several queries (prefill chunks) over quantized K/V (affine, TurboQuant; K/V
 // decoded to bf16 tiles shared by a tile's queries and heads) and at head_dim 256 run on the
 // tensor-core prefill kernel, as 16-bit K/V at head_dims 64/128 always do, instead of the

@@ -100,9 +100,18 @@ __device__ __forceinline__ bool merge_head(const AttnArgs& a, const MergeTask& t
   return true;
 }
 
+// One merged output element (index `at` of [T, q_heads, D]): into out_rounded rounded where the
+// step asks for it, else into out.
+__device__ __forceinline__ void store_output(const AttnArgs& a, int64_t at, float y) {
+  if (a.out_rounded != nullptr) {
+    store_float(a.out_rounded, a.out_rounded_dtype, at, y);
+  } else {
+    a.out[at] = y;
+  }
+}
+
 // Stores a merged row (merge_head's y) as output row out_row: un-rotated first with
-// merge_unrotate_signs (head_dim = 32·kSlots then), into out_rounded rounded where the step asks
-// for it, else into out.
+// merge_unrotate_signs (head_dim = 32·kSlots then), then store_output.
 template <int kSlots>
 __device__ __forceinline__ void store_merged(const AttnArgs& a, int64_t out_row,
                                              float (&y)[kSlots]) {
@@ -112,12 +121,7 @@ __device__ __forceinline__ void store_merged(const AttnArgs& a, int64_t out_row,
 #pragma unroll
   for (int c = 0; c < kSlots; ++c) {
     const int d = 32 * c + lane;
-    if (d >= a.head_dim) continue;
-    if (a.out_rounded != nullptr) {
-      store_float(a.out_rounded, a.out_rounded_dtype, at + d, y[c]);
-    } else {
-      a.out[at + d] = y[c];
-    }
+    if (d < a.head_dim) store_output(a, at + d, y[c]);
   }
 }
 

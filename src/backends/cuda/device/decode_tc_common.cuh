@@ -118,8 +118,9 @@ __device__ __forceinline__ void tc_scores(const uint32_t (&qf)[kD / 16][2], int 
 // decode_merge_kernel, m in natural units. store_ml(m_row, l_row) puts this warp's m and
 // l of each head into m_row[head], l_row[head] (some lane per head); o_dim(i, h): the dim of the
 // Oᵀ m-tile i's row g (h = 0) or g + 8 (h = 1), whose columns are heads 2c, 2c + 1. Ends with the
-// block's shared memory reused: call after every warp is done with its tiles.
-template <int kD, int kWarps, typename StoreMl, typename ODims>
+// block's shared memory reused: call after every warp is done with its tiles. kDirect: the kernel
+// may take AttnArgs::direct_out (the TurboQuant k8v3 kernel does not: the branch cost it a spill).
+template <int kD, int kWarps, bool kDirect, typename StoreMl, typename ODims>
 __device__ __forceinline__ void tc_write_partials(const AttnArgs& a, const TcDecodeTask& task,
                                                   unsigned char* smem, const float (&o)[kD / 16][4],
                                                   StoreMl store_ml, ODims o_dim) {
@@ -148,6 +149,16 @@ __device__ __forceinline__ void tc_write_partials(const AttnArgs& a, const TcDec
       l_all += sh.l[w][hh] * weight;
       out += sh.acc[w][hh][d] * weight;
     }
+    if (kDirect && a.direct_out) {
+      // The only part: merge_head's arithmetic on it (weight expf(0) = 1, the sum from +0, one
+      // division by its l), so the merge kernel's bits.
+      // The row's query read again here: task.q0 kept live through the tile loop cost the
+      // TurboQuant kernel a spill.
+      const int64_t out_row =
+          static_cast<int64_t>(a.query_start[task.r]) * a.q_heads + task.h0 + hh;
+      store_output(a, out_row * a.head_dim + d, (0.0f + out) / l_all);
+      continue;
+    }
     const int64_t slot =
         (static_cast<int64_t>(task.r) * a.q_heads + task.h0 + hh) * a.max_parts + task.part;
     if (d == 0) {
@@ -156,7 +167,7 @@ __device__ __forceinline__ void tc_write_partials(const AttnArgs& a, const TcDec
     }
     a.part_acc[slot * kD + d] = out;
   }
-  if (a.merge_tickets == nullptr) return;
+  if ((kDirect && a.direct_out) || a.merge_tickets == nullptr) return;
   // The last of the task's parts to get here merges them (threadFenceReduction's pattern: each
   // thread's partials are visible device-wide before the block takes its ticket).
   __shared__ int last;
@@ -241,7 +252,7 @@ struct TcOnlineSoftmax {
     const int lane = static_cast<int>(threadIdx.x) & 31, g = lane >> 2, c = lane & 3;
     l += __shfl_xor_sync(kFullMask, l, 1);
     l += __shfl_xor_sync(kFullMask, l, 2);
-    tc_write_partials<kD, kWarps>(
+    tc_write_partials<kD, kWarps, true>(
         a, task, smem, o,
         [&](float* m_row, float* l_row) {
           if (c == 0) {
@@ -332,7 +343,7 @@ struct TcHeadColumnsSoftmax {
       for (int offset = 4; offset < 32; offset <<= 1)
         l[h] += __shfl_xor_sync(kFullMask, l[h], offset);
     }
-    tc_write_partials<kD, kWarps>(
+    tc_write_partials<kD, kWarps, false>(
         a, task, smem, o,
         [&](float* m_row, float* l_row) {
           if (g == 0) {
