@@ -422,6 +422,45 @@ TEST(CudaAttention, SinglePartDecodeWritesTheMergeKernelsBits) {
   EXPECT_EQ(cuda::decode_direct_count(), before) << "a 300-key row in a narrow step has two parts";
 }
 
+// Rows of up to 1024 keys in one part (cuda::set_decode_single_part): they match the reference, a
+// row alone equals its batched rows bit for bit, and with the decode kernels writing the outputs
+// (cuda::set_decode_direct) the step gives the merge kernel's bits; a 2,000-key row beside them
+// takes the usual parts, and the merge kernel with them.
+TEST(CudaAttention, SinglePartRuleMatchesReferenceAndBatch) {
+  RINGLM_REQUIRE_GPU();
+  cuda::set_decode_single_part(1024);
+  const std::vector<RowSpec> specs = {{1, 300}, {13, 13}, {1, 700}, {1, 1024}, {1, 5}};
+  uint32_t seed = 700;
+  for (const Config& c :
+       {Config{DType::BF16, 128, 8, 2, 16, 0, 0.0f}, Config{DType::F16, 256, 16, 2, 5, 0, 30.0f}}) {
+    check_config(c, seed++, specs);
+    const Problem p(c, specs, seed++);
+    const AttentionParams params = params_for(c);
+    OnDevice dq(p.q), dk(p.k), dv(p.v);
+    const KvLayerView view{dk.t(), dv.t()};
+    EXPECT_TRUE(testing::rows_alone_equal_batched(dq.t(), view, p.layout, params));
+    for (const bool longer : {false, true}) {
+      SCOPED_TRACE(longer ? "with a 2,000-key row" : "every row in one part");
+      std::vector<RowSpec> rows = specs;
+      if (longer) rows.push_back({1, 2000});
+      const Problem q(c, rows, seed++);
+      const int64_t T = q.layout.tokens();
+      OnDevice qq(q.q), qk(q.k), qv(q.v), merged(DType::F32, {T, c.q_heads, c.head_dim}),
+          direct(DType::F32, {T, c.q_heads, c.head_dim});
+      const KvLayerView kv{qk.t(), qv.t()};
+      attention(qq.t(), kv, q.layout.rows(), params, merged.t());
+      cuda::set_decode_direct(true);
+      const int64_t before = cuda::decode_direct_count();
+      attention(qq.t(), kv, q.layout.rows(), params, direct.t());
+      const int64_t took = cuda::decode_direct_count() - before;
+      cuda::set_decode_direct(false);
+      EXPECT_EQ(took, longer ? 0 : 1);
+      EXPECT_TRUE(testing::bitwise_equal(direct.to_host().t(), merged.to_host().t()));
+    }
+  }
+  cuda::set_decode_single_part(0);
+}
+
 TEST(CudaAttention, HostTablesAreStillValidated) {
   RINGLM_REQUIRE_GPU();
   const Config c{DType::BF16, 64, 2, 1, 16, 0, 0.0f};

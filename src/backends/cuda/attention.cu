@@ -58,6 +58,13 @@ std::atomic<int> g_narrow_decode_warps{[] {
   const char* v = std::getenv("RINGLM_CUDA_DECODE_WARPS");
   return v != nullptr && std::atoi(v) == 8 ? 8 : 4;
 }()};
+// Rows of at most this many keys decode in one part; 0: none (cuda::set_decode_single_part).
+// RINGLM_CUDA_DECODE_SINGLE_PART sets it at start-up (for same-binary A/B runs).
+std::atomic<int> g_decode_single_part{[] {
+  const char* v = std::getenv("RINGLM_CUDA_DECODE_SINGLE_PART");
+  const int keys = v == nullptr ? 0 : std::atoi(v);
+  return keys >= 64 && keys <= 8192 && keys % 64 == 0 ? keys : 0;  // else ignored
+}()};
 // Fewest keys per decode part; 0: split_rule_for's choice. RINGLM_CUDA_DECODE_MIN_SPLIT sets it
 // at start-up (for same-binary A/B runs).
 std::atomic<int> g_decode_min_split{[] {
@@ -98,6 +105,7 @@ device::DecodeSplit split_rule_for(const ops::KvLayerView& kv, int decode_rows) 
   if (rule.min_keys == 256 && decode_rows >= wide_decode_rows()) rule.min_keys = kWideMinKeys;
   if (const int forced = g_decode_part_limit.load(); forced > 0) rule.part_limit = forced;
   if (const int forced = g_decode_min_split.load(); forced > 0) rule.min_keys = forced;
+  rule.single_part_keys = g_decode_single_part.load();
   return rule;
 }
 
@@ -209,6 +217,13 @@ void set_wide_decode_rows(int rows) {
 int wide_decode_rows() {
   const int rows = g_wide_decode_rows.load();
   return rows > 0 ? rows : std::numeric_limits<int>::max();
+}
+
+void set_decode_single_part(int keys) {
+  RINGLM_USER_CHECK(keys == 0 || (keys >= 64 && keys <= 8192 && keys % 64 == 0),
+                    "single-part decode rows of up to ", keys,
+                    " keys: 0 or a multiple of 64 in [64, 8192]");
+  g_decode_single_part.store(keys);
 }
 
 void set_decode_min_split(int keys) {

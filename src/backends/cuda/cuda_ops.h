@@ -224,6 +224,11 @@ int decode_part_limit();
 // overriding the per-format choice and the wide rule; any value keeps a row's bits independent
 // of the batch.
 void set_decode_min_split(int keys);
+// Decode rows of at most `keys` keys (a multiple of 64, or 0: none, the default) take one part
+// whatever the rest of the rule says (RINGLM_CUDA_DECODE_SINGLE_PART at start-up; thirty-first
+// session, for A/Bs with set_decode_direct: a one-part step needs no merge kernel). A function of
+// the row's key count: a row's bits stay independent of the batch.
+void set_decode_single_part(int keys);
 // Decode steps of at least this many decode rows (17 by default; RINGLM_CUDA_DECODE_WIDE_ROWS at
 // start-up) split the 16-bit, affine and TurboQuant formats' keys into parts of at least 512 keys
 // instead of 256 (attention.cu split_rule_for says why). set_wide_decode_rows(0): never (values

@@ -18,12 +18,15 @@ constexpr float kLog2e = 1.4426950408889634f, kLn2 = 0.6931471805599453f;
 // overrides). Short contexts get min_keys-key parts; long ones up to part_limit blocks per kv head.
 // balanced: the same number of parts, each the smallest multiple of 64 keys that covers the count
 // in that many — no short last part (544 keys: 192 + 192 + 160 instead of 256 + 256 + 32).
+// single_part_keys: counts up to it take one part (0: none; cuda::set_decode_single_part).
 struct DecodeSplit {
   int part_limit;         // most parts a query is split into
   int min_keys;           // fewest keys in a part (a multiple of 64: whole tiles for every warp)
   bool balanced = false;  // as many parts, of equal length (rounded up to 64): no short last part
+  int single_part_keys = 0;
 
   __host__ __device__ int split(int count) const {
+    if (count <= single_part_keys) return (count + 63) / 64 * 64;  // one part
     const int keys = (count + part_limit - 1) / part_limit;
     int split = (keys + min_keys - 1) / min_keys * min_keys;
     split = split > min_keys ? split : min_keys;
@@ -38,6 +41,7 @@ struct DecodeSplit {
   }
   // An upper bound of parts(count) over every count <= max_count.
   int parts_bound(int max_count) const {
+    if (max_count <= single_part_keys) return 1;
     const int parts = (max_count + min_keys - 1) / min_keys;
     return parts < 1 ? 1 : (parts > part_limit ? part_limit : parts);
   }
