@@ -391,35 +391,21 @@ TEST(CudaAttention, SinglePartDecodeWritesTheMergeKernelsBits) {
         Config{DType::BF16, 256, 16, 2, 5, 0, 30.0f}}) {
     for (const auto* specs : {&narrow, &wide}) {
       const Problem p(c, *specs, seed++);
-      const AttentionParams params = params_for(c);
-      const int64_t T = p.layout.tokens();
       OnDevice dq(p.q), dk(p.k), dv(p.v);
-      const KvLayerView view{dk.t(), dv.t()};
       for (const DType out_dtype : {DType::F32, DType::BF16}) {
         SCOPED_TRACE(::testing::Message() << testing::dtype_label(c.dtype) << " D=" << c.head_dim
                                           << (specs == &wide ? " wide step" : " narrow step")
                                           << " out " << testing::dtype_label(out_dtype));
-        OnDevice merged(out_dtype, {T, c.q_heads, c.head_dim}),
-            direct(out_dtype, {T, c.q_heads, c.head_dim});
-        attention(dq.t(), view, p.layout.rows(), params, merged.t());
-        cuda::set_decode_direct(true);
-        const int64_t before = cuda::decode_direct_count();
-        attention(dq.t(), view, p.layout.rows(), params, direct.t());
-        const int64_t took = cuda::decode_direct_count() - before;
-        cuda::set_decode_direct(false);
-        ASSERT_EQ(took, 1) << "the decode kernels did not write the outputs";
-        EXPECT_TRUE(testing::bitwise_equal(direct.to_host().t(), merged.to_host().t()));
+        EXPECT_TRUE(testing::direct_write_changes_no_bits(
+            dq.t(), KvLayerView{dk.t(), dv.t()}, p.layout.rows(), params_for(c), out_dtype, 1));
       }
     }
   }
   const Config c{DType::BF16, 128, 8, 2, 16, 0, 0.0f};
-  const Problem p(c, {{1, 37}, {1, 300}}, seed);
-  OnDevice dq(p.q), dk(p.k), dv(p.v), out(DType::F32, {p.layout.tokens(), 8, 128});
-  cuda::set_decode_direct(true);
-  const int64_t before = cuda::decode_direct_count();
-  attention(dq.t(), KvLayerView{dk.t(), dv.t()}, p.layout.rows(), params_for(c), out.t());
-  cuda::set_decode_direct(false);
-  EXPECT_EQ(cuda::decode_direct_count(), before) << "a 300-key row in a narrow step has two parts";
+  const Problem p(c, {{1, 37}, {1, 300}}, seed);  // a 300-key row in a narrow step: two parts
+  OnDevice dq(p.q), dk(p.k), dv(p.v);
+  EXPECT_TRUE(testing::direct_write_changes_no_bits(dq.t(), KvLayerView{dk.t(), dv.t()},
+                                                    p.layout.rows(), params_for(c), DType::F32, 0));
 }
 
 // Rows of up to 1024 keys in one part (cuda::set_decode_single_part): they match the reference, a
@@ -444,18 +430,10 @@ TEST(CudaAttention, SinglePartRuleMatchesReferenceAndBatch) {
       std::vector<RowSpec> rows = specs;
       if (longer) rows.push_back({1, 2000});
       const Problem q(c, rows, seed++);
-      const int64_t T = q.layout.tokens();
-      OnDevice qq(q.q), qk(q.k), qv(q.v), merged(DType::F32, {T, c.q_heads, c.head_dim}),
-          direct(DType::F32, {T, c.q_heads, c.head_dim});
-      const KvLayerView kv{qk.t(), qv.t()};
-      attention(qq.t(), kv, q.layout.rows(), params, merged.t());
-      cuda::set_decode_direct(true);
-      const int64_t before = cuda::decode_direct_count();
-      attention(qq.t(), kv, q.layout.rows(), params, direct.t());
-      const int64_t took = cuda::decode_direct_count() - before;
-      cuda::set_decode_direct(false);
-      EXPECT_EQ(took, longer ? 0 : 1);
-      EXPECT_TRUE(testing::bitwise_equal(direct.to_host().t(), merged.to_host().t()));
+      OnDevice qq(q.q), qk(q.k), qv(q.v);
+      EXPECT_TRUE(testing::direct_write_changes_no_bits(qq.t(), KvLayerView{qk.t(), qv.t()},
+                                                        q.layout.rows(), params, DType::F32,
+                                                        longer ? 0 : 1));
     }
   }
   cuda::set_decode_single_part(0);

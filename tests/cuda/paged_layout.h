@@ -93,6 +93,28 @@ inline ::testing::AssertionResult rows_alone_equal_batched(
   return ::testing::AssertionSuccess();
 }
 
+// The step into `out_dtype` with the decode kernels writing the outputs (cuda::set_decode_direct)
+// and with the merge kernel: the same bits, and `expected_direct` steps (0 or 1) that took it.
+inline ::testing::AssertionResult direct_write_changes_no_bits(
+    const Tensor& q,  // F32[T, q_heads, head_dim], on the device
+    const KvLayerView& view, const AttentionRows& rows, const AttentionParams& params,
+    DType out_dtype, int64_t expected_direct) {
+  const int64_t T = q.shape[0], heads = q.shape[1], D = q.shape[2];
+  OnDevice merged(out_dtype, {T, heads, D}), direct(out_dtype, {T, heads, D});
+  attention(q, view, rows, params, merged.t());
+  cuda::set_decode_direct(true);
+  const int64_t before = cuda::decode_direct_count();
+  attention(q, view, rows, params, direct.t());
+  const int64_t took = cuda::decode_direct_count() - before;
+  cuda::set_decode_direct(false);
+  if (took != expected_direct)
+    return ::testing::AssertionFailure()
+           << took << " direct steps, " << expected_direct << " expected";
+  if (!bitwise_equal(direct.to_host().t(), merged.to_host().t()))
+    return ::testing::AssertionFailure() << "the direct write's bits differ from the merge's";
+  return ::testing::AssertionSuccess();
+}
+
 // `out` (F32[T, q_heads, head_dim]), the step's output, again through the tables uploaded once
 // (DeviceRows) and in place (out aliases q): the same bits both ways. Overwrites q.
 inline ::testing::AssertionResult device_rows_and_in_place_match(
