@@ -408,35 +408,41 @@ TEST(CudaAttention, SinglePartDecodeWritesTheMergeKernelsBits) {
                                                     p.layout.rows(), params_for(c), DType::F32, 0));
 }
 
-// Rows of up to 1024 keys in one part (cuda::set_decode_single_part): they match the reference, a
-// row alone equals its batched rows bit for bit, and with the decode kernels writing the outputs
-// (cuda::set_decode_direct) the step gives the merge kernel's bits; a 2,000-key row beside them
-// takes the usual parts, and the merge kernel with them.
+// Rows of up to 1024 keys in one part (cuda::set_decode_single_part), in blocks of four and of
+// eight warps: they match the reference, a row alone equals its batched rows bit for bit, and with
+// the decode kernels writing the outputs (cuda::set_decode_direct) the step gives the merge
+// kernel's bits; a 2,000-key row beside them takes the usual parts, and the merge kernel with them.
 TEST(CudaAttention, SinglePartRuleMatchesReferenceAndBatch) {
   RINGLM_REQUIRE_GPU();
+  const int configured_warps = cuda::narrow_decode_warps();  // the env may set 8 for the suite
   cuda::set_decode_single_part(1024);
   const std::vector<RowSpec> specs = {{1, 300}, {13, 13}, {1, 700}, {1, 1024}, {1, 5}};
   uint32_t seed = 700;
-  for (const Config& c :
-       {Config{DType::BF16, 128, 8, 2, 16, 0, 0.0f}, Config{DType::F16, 256, 16, 2, 5, 0, 30.0f}}) {
-    check_config(c, seed++, specs);
-    const Problem p(c, specs, seed++);
-    const AttentionParams params = params_for(c);
-    OnDevice dq(p.q), dk(p.k), dv(p.v);
-    const KvLayerView view{dk.t(), dv.t()};
-    EXPECT_TRUE(testing::rows_alone_equal_batched(dq.t(), view, p.layout, params));
-    for (const bool longer : {false, true}) {
-      SCOPED_TRACE(longer ? "with a 2,000-key row" : "every row in one part");
-      std::vector<RowSpec> rows = specs;
-      if (longer) rows.push_back({1, 2000});
-      const Problem q(c, rows, seed++);
-      OnDevice qq(q.q), qk(q.k), qv(q.v);
-      EXPECT_TRUE(testing::direct_write_changes_no_bits(qq.t(), KvLayerView{qk.t(), qv.t()},
-                                                        q.layout.rows(), params, DType::F32,
-                                                        longer ? 0 : 1));
+  for (const int warps : {4, 8}) {
+    cuda::set_narrow_decode_warps(warps);
+    SCOPED_TRACE(::testing::Message() << warps << " warps a block");
+    for (const Config& c : {Config{DType::BF16, 128, 8, 2, 16, 0, 0.0f},
+                            Config{DType::F16, 256, 16, 2, 5, 0, 30.0f}}) {
+      check_config(c, seed++, specs);
+      const Problem p(c, specs, seed++);
+      const AttentionParams params = params_for(c);
+      OnDevice dq(p.q), dk(p.k), dv(p.v);
+      const KvLayerView view{dk.t(), dv.t()};
+      EXPECT_TRUE(testing::rows_alone_equal_batched(dq.t(), view, p.layout, params));
+      for (const bool longer : {false, true}) {
+        SCOPED_TRACE(longer ? "with a 2,000-key row" : "every row in one part");
+        std::vector<RowSpec> rows = specs;
+        if (longer) rows.push_back({1, 2000});
+        const Problem q(c, rows, seed++);
+        OnDevice qq(q.q), qk(q.k), qv(q.v);
+        EXPECT_TRUE(testing::direct_write_changes_no_bits(qq.t(), KvLayerView{qk.t(), qv.t()},
+                                                          q.layout.rows(), params, DType::F32,
+                                                          longer ? 0 : 1));
+      }
     }
   }
   cuda::set_decode_single_part(0);
+  cuda::set_narrow_decode_warps(configured_warps);
 }
 
 TEST(CudaAttention, HostTablesAreStillValidated) {
