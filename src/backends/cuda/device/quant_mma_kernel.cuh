@@ -7,7 +7,8 @@
 // 32-row group). A block of 4 warps owns 64 consecutive w rows (16 per warp) and a range of K (its
 // split), walked in chunks of 16 bytes of codes per lane and row (4-bit: 128 k, 8-bit: 64 k):
 //  - codes go from global memory straight into registers, kDepth chunks ahead (evict-first: each
-//    code is read once), the first ones before waiting for the kernel before this one (PDL);
+//    code is read once) — or, one row with kSmemCodes, by cp.async through a warp's ring of
+//    kSmemCodeDepth chunks — the first ones before waiting for the kernel before this one (PDL);
 //    thread (g, c) of a warp (g = lane / 4, c = lane % 4) loads 16 bytes at k = c·(chunk / 4) of
 //    rows g and g + 8, so the four lanes of a row read 64 contiguous bytes;
 //  - each lane turns its codes into bf16 pairs in registers, the A fragments, with its own group's
