@@ -619,27 +619,6 @@ TEST(CudaQuantizedKv, TurboMergeInKernelEqualsMergeKernel) {
   }
 }
 
-// One-part decode rows written by the decode kernels themselves (cuda::set_decode_direct) give
-// the merge kernel's bits over the affine formats (their tile sources, with a prefill row beside
-// them); TurboQuant keeps the merge kernel.
-TEST(CudaQuantizedKv, SinglePartDecodeWritesTheMergeKernelsBits) {
-  RINGLM_REQUIRE_GPU();
-  const std::vector<RowSpec> rows = {{1, 1}, {1, 37}, {13, 13}, {1, 250}};
-  std::vector<Format> formats(std::begin(kAffine), std::end(kAffine));
-  formats.push_back(Format{8, 32, 3});
-  uint32_t seed = 1300;
-  for (const Format& f : formats) {
-    for (const Config& c : {Config{128, 8, 2, 16, 0, 0.0f}, Config{64, 8, 1, 16, 40, 0.0f}}) {
-      SCOPED_TRACE(label(f, c));
-      const Problem p(f, c, rows, seed++);
-      const DeviceCache dc(p.cache);
-      OnDevice dq(p.q);
-      EXPECT_TRUE(testing::direct_write_changes_no_bits(
-          dq.t(), dc.view(), p.layout.rows(), params_for(c), DType::F32, f.turbo() ? 0 : 1));
-    }
-  }
-}
-
 // Each row computed alone (its own one-row layout over the same cache) equals its rows of the
 // batched result bit for bit.
 TEST(CudaQuantizedKv, BatchInvariant) {

@@ -264,7 +264,7 @@ bool decode_affine_prefetch();
 void set_decode_merge_in_kernel(bool enabled);
 bool decode_merge_in_kernel();
 // Whether a step whose decode rows all have one part (narrow steps to 256 keys, wide steps to 512)
-// over 16-bit or affine K/V (TurboQuant keeps its merge) has the tensor-core decode kernels write
+// over 16-bit K/V (quantized formats keep their merge) has the tensor-core decode kernels write
 // the outputs themselves — the merge kernel's bits, without its partials and launch. Off unless
 // the environment sets RINGLM_CUDA_DECODE_DIRECT=1 or a test turns it on (thirty-first session;
 // not yet run on a GPU: wip/README.md). decode_direct_count(): the steps that took it.

@@ -86,9 +86,9 @@ struct AttnArgs {
   // between launches; the last of a task's parts to finish merges the task's heads (and resets
   // it). Null: a merge kernel runs after them.
   int* merge_tickets;
-  // The tensor-core decode kernels, when every decode row of the step has one part and the merge
-  // would not un-rotate: each block writes its rows' outputs as the merge would (its weight
-  // 2^0 = 1, its sum from zero, the division by l), with no partials and no merge kernel.
+  // The 16-bit tensor-core decode kernels, when every decode row of the step has one part: each
+  // block writes its rows' outputs as the merge would (its weight 2^0 = 1, its sum from zero, the
+  // division by l), with no partials and no merge kernel.
   bool direct_out;
 };
 

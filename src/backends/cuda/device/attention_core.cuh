@@ -203,11 +203,9 @@ void launch(const AttnArgs& args, const Kv& kv, const RowsSummary& summary, int6
       constexpr int kMergeInKernelMaxRows = 16;
       if (!decode_merge_in_kernel() || args.merge_unrotate_signs == nullptr ||
           summary.decode_rows > kMergeInKernelMaxRows) {
-        // One part a row: no partials, no merge kernel (16-bit and affine K/V; TurboQuant steps
-        // that could take it are rare — a decode-only step un-rotates in its merge — and its
-        // k8v3 kernel does not compile the branch).
-        constexpr bool kDirectReader = device::dense_reader<Kv>() || device::is_affine_reader<Kv>();
-        if (kDirectReader && take_direct_decode(args)) {
+        // One part a row: no partials, no merge kernel (16-bit K/V: the other formats' kernels
+        // do not compile the branch, decode_tc_common.cuh tc_write_partials says why).
+        if (device::dense_reader<Kv>() && take_direct_decode(args)) {
           AttnArgs direct = args;
           direct.direct_out = true;
           device::launch_decode_tc(direct, kv, stream);

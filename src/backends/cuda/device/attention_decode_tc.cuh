@@ -152,8 +152,9 @@ __global__ void __launch_bounds__(32 * kWarps, tc_min_blocks<Source::kMinBlocks,
     }
   }
   // Oᵀ m-tile i: rows g and g + 8 are dims 16i + g and 16i + 8 + g (ldmatrix.trans of V).
-  soft.template write_partials<kWarps>(a, task, smem,
-                                       [g](int i, int h) { return 16 * i + 8 * h + g; });
+  // The direct write (AttnArgs::direct_out) only in the 16-bit kernels (cp.async sources).
+  soft.template write_partials<kWarps, Source::kStages == 2>(
+      a, task, smem, [g](int i, int h) { return 16 * i + 8 * h + g; });
 }
 
 template <typename Source, int kD, int kWarps>

@@ -119,7 +119,8 @@ __device__ __forceinline__ void tc_scores(const uint32_t (&qf)[kD / 16][2], int 
 // l of each head into m_row[head], l_row[head] (some lane per head); o_dim(i, h): the dim of the
 // Oᵀ m-tile i's row g (h = 0) or g + 8 (h = 1), whose columns are heads 2c, 2c + 1. Ends with the
 // block's shared memory reused: call after every warp is done with its tiles. kDirect: the kernel
-// may take AttnArgs::direct_out (the TurboQuant k8v3 kernel does not: the branch cost it a spill).
+// may take AttnArgs::direct_out — the 16-bit kernels only: the branch cost the TurboQuant k8v3
+// kernel a spill and the affine kernels at their register cap more spilled bytes.
 template <int kD, int kWarps, bool kDirect, typename StoreMl, typename ODims>
 __device__ __forceinline__ void tc_write_partials(const AttnArgs& a, const TcDecodeTask& task,
                                                   unsigned char* smem, const float (&o)[kD / 16][4],
@@ -150,13 +151,17 @@ __device__ __forceinline__ void tc_write_partials(const AttnArgs& a, const TcDec
       out += sh.acc[w][hh][d] * weight;
     }
     if (kDirect && a.direct_out) {
-      // The only part: merge_head's arithmetic on it (weight expf(0) = 1, the sum from +0, one
-      // division by its l), so the merge kernel's bits.
+      // The only part: merge_head's arithmetic on it — its weight expf(m − m) of the m the
+      // partials would hold, its sums from +0, one division — so the merge kernel's bits.
       // The row's query read again here: task.q0 kept live through the tile loop cost the
       // TurboQuant kernel a spill.
       const int64_t out_row =
           static_cast<int64_t>(a.query_start[task.r]) * a.q_heads + task.h0 + hh;
-      store_output(a, out_row * a.head_dim + d, (0.0f + out) / l_all);
+      // __fmul_rn / __fsub_rn: never contracted into an FMA (which would give the product's
+      // rounding error instead of 0).
+      const float m_stored = __fmul_rn(m_all, kLn2);
+      const float weight = expf(__fsub_rn(m_stored, m_stored));
+      store_output(a, out_row * a.head_dim + d, (0.0f + out * weight) / (0.0f + l_all * weight));
       continue;
     }
     const int64_t slot =
@@ -244,15 +249,15 @@ struct TcOnlineSoftmax {
     b[1] = pack2<T>(p[2], p[3]);
   }
 
-  // The block's partials (tc_write_partials; kWarps: the block's): head g's m and l from
-  // lane (g, 0).
-  template <int kWarps, typename ODims>
+  // The block's partials (tc_write_partials; kWarps: the block's, kDirect: whether it may write
+  // the outputs instead): head g's m and l from lane (g, 0).
+  template <int kWarps, bool kDirect, typename ODims>
   __device__ __forceinline__ void write_partials(const AttnArgs& a, const TcDecodeTask& task,
                                                  unsigned char* smem, ODims o_dim) {
     const int lane = static_cast<int>(threadIdx.x) & 31, g = lane >> 2, c = lane & 3;
     l += __shfl_xor_sync(kFullMask, l, 1);
     l += __shfl_xor_sync(kFullMask, l, 2);
-    tc_write_partials<kD, kWarps, true>(
+    tc_write_partials<kD, kWarps, kDirect>(
         a, task, smem, o,
         [&](float* m_row, float* l_row) {
           if (c == 0) {
