@@ -261,8 +261,7 @@ std::atomic<int64_t> g_direct_decodes{0};
 
 namespace attention_detail {
 bool take_direct_decode(const device::AttnArgs& args) {
-  if (!decode_direct_flag().load() || args.max_parts != 1 || args.merge_unrotate_signs != nullptr)
-    return false;
+  if (!decode_direct_flag().load() || args.max_parts != 1) return false;
   g_direct_decodes.fetch_add(1, std::memory_order_relaxed);
   return true;
 }

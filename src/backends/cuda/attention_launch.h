@@ -20,8 +20,8 @@ void launch_for_format(const device::AttnArgs& args, const Kv& kv, const RowsSum
                        int64_t T, cudaStream_t stream);
 
 // Whether the tensor-core decode kernels of this step (16-bit K/V) write their outputs
-// themselves (AttnArgs::direct_out): decode_direct() is on, every decode row has one part, and
-// the merge would not un-rotate. Counts the steps that do (decode_direct_count).
+// themselves (AttnArgs::direct_out): decode_direct() is on and every decode row has one part.
+// Counts the steps that do (decode_direct_count).
 bool take_direct_decode(const device::AttnArgs& args);
 
 }  // namespace ringlm::cuda::attention_detail

@@ -663,29 +663,30 @@ __global__ void __launch_bounds__(kThreads, quant_mma_min_blocks<MT, kStaged>())
         }
       }
     }
-  }
-  for (int i0 = 0; !kSmemCodes && i0 < count; i0 += kDepth) {
+  } else {
+    for (int i0 = 0; i0 < count; i0 += kDepth) {
 #pragma unroll
-    for (int p = 0; p < kDepth; ++p) {
-      const int i = i0 + p;
-      if (i >= count) break;
-      constexpr int kPerPage = C::kChunksPerPage;
-      const int page = i / kPerPage;
-      if (p % kPerPage == 0) {  // i0 is a multiple of kDepth, so i starts a page exactly here
-        device::cp_async_wait<kStages - 2>();  // this page's x has landed (this thread's copies)
-        // ... every copier's (the block's, or the warp's), and every reader is done with the page
-        // before
-        if constexpr (kWarpX) {
-          __syncwarp();
-        } else {
-          __syncthreads();
+      for (int p = 0; p < kDepth; ++p) {
+        const int i = i0 + p;
+        if (i >= count) break;
+        constexpr int kPerPage = C::kChunksPerPage;
+        const int page = i / kPerPage;
+        if (p % kPerPage == 0) {  // i0 is a multiple of kDepth, so i starts a page exactly here
+          device::cp_async_wait<kStages - 2>();  // this page's x has landed (this thread's copies)
+          // ... every copier's (the block's, or the warp's), and every reader is done with the page
+          // before
+          if constexpr (kWarpX) {
+            __syncwarp();
+          } else {
+            __syncthreads();
+          }
+          load_x(page + kStages - 1);
         }
-        load_x(page + kStages - 1);
+        const int stage = page % kStages;
+        consume(x_pages + stage * kStageUnits, p % kPerPage, scale_bias(stage, p % kPerPage, wv[p]),
+                wv[p]);
+        load_w(i + kDepth, wv[p]);
       }
-      const int stage = page % kStages;
-      consume(x_pages + stage * kStageUnits, p % kPerPage, scale_bias(stage, p % kPerPage, wv[p]),
-              wv[p]);
-      load_w(i + kDepth, wv[p]);
     }
   }
   device::cp_async_wait<0>();
